@@ -1,0 +1,63 @@
+"""failover: LLM calls that survive rate limits, overloads and outages.
+
+Reads what the provider says about waiting, waits briefly when that is
+cheaper than switching, fails over to the next provider when it is not, and
+never waits longer than the caller allowed. The engine is Rust; sync and
+async calls run the same engine future.
+"""
+
+from ._client import Client
+from ._events import CallFailed, FailedOver, RetryScheduled
+from ._exceptions import (
+    AuthenticationError,
+    BadRequest,
+    ConfigurationError,
+    ContextLengthExceeded,
+    DeadlineExceeded,
+    FailoverError,
+    InsufficientCredits,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderOverloaded,
+    ProviderTimeout,
+    RateLimited,
+    ServerError,
+    StreamInterrupted,
+)
+from ._hints import retry_after
+from ._models import Attempt, Response, Usage
+from ._native import __version__
+from ._policy import Backoff, RetryPolicy
+from ._providers import Anthropic, OpenAI, OpenAICompatible, Provider
+
+__all__ = [
+    "Anthropic",
+    "Attempt",
+    "AuthenticationError",
+    "Backoff",
+    "BadRequest",
+    "CallFailed",
+    "Client",
+    "ConfigurationError",
+    "ContextLengthExceeded",
+    "DeadlineExceeded",
+    "FailedOver",
+    "FailoverError",
+    "InsufficientCredits",
+    "OpenAI",
+    "OpenAICompatible",
+    "Provider",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderOverloaded",
+    "ProviderTimeout",
+    "RateLimited",
+    "Response",
+    "RetryPolicy",
+    "RetryScheduled",
+    "ServerError",
+    "StreamInterrupted",
+    "Usage",
+    "__version__",
+    "retry_after",
+]

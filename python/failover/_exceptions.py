@@ -1,0 +1,217 @@
+"""The exceptions failover raises.
+
+Every error is a ``FailoverError``; every error raised at the end of a call
+carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
+
+    FailoverError
+    ├── ConfigurationError (also ValueError)
+    ├── DeadlineExceeded (also TimeoutError)
+    ├── StreamInterrupted
+    └── ProviderError                .provider .model .status .request_id .retry_after .body .kind
+        ├── RateLimited
+        ├── ProviderOverloaded
+        ├── ServerError
+        ├── InsufficientCredits
+        ├── AuthenticationError
+        ├── BadRequest
+        │   └── ContextLengthExceeded
+        └── ProviderConnectionError
+            └── ProviderTimeout (also TimeoutError)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._models import Attempt, _attempts
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequest",
+    "ConfigurationError",
+    "ContextLengthExceeded",
+    "DeadlineExceeded",
+    "FailoverError",
+    "InsufficientCredits",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderOverloaded",
+    "ProviderTimeout",
+    "RateLimited",
+    "ServerError",
+    "StreamInterrupted",
+]
+
+
+class FailoverError(Exception):
+    """Base class of every error failover raises."""
+
+    attempts: tuple[Attempt, ...] = ()
+    retry_after: float | None = None
+
+
+class ConfigurationError(FailoverError, ValueError):
+    """The client, a provider or a call was configured wrongly."""
+
+
+class DeadlineExceeded(FailoverError, TimeoutError):
+    """The call's deadline left no time to start an attempt, or cut one short.
+
+    ``__cause__`` is the last provider error seen before it, if any.
+    """
+
+    def __init__(self, message: str, *, deadline: float, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.deadline = deadline
+        self.call_id = call_id
+
+
+class StreamInterrupted(FailoverError):
+    """A stream failed after its first content chunk was delivered."""
+
+    def __init__(self, message: str, *, partial_text: str = "", provider: str | None = None) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.provider = provider
+
+
+class ProviderError(FailoverError):
+    """A provider answered with an error, or could not be reached."""
+
+    kind: str = "provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+        kind: str | None = None,
+        attempts: tuple[Attempt, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.body = body
+        if kind is not None:
+            self.kind = kind
+        self.attempts = attempts
+
+    def __repr__(self) -> str:
+        parts = [repr(str(self))]
+        for name in ("provider", "status", "retry_after"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class RateLimited(ProviderError):
+    """429, Gemini RESOURCE_EXHAUSTED, or an in-stream rate-limit error."""
+
+    kind = "rate_limited"
+
+
+class ProviderOverloaded(ProviderError):
+    """One of the provider's overloaded statuses (503, Anthropic's 529, ...)."""
+
+    kind = "overloaded"
+
+
+class ServerError(ProviderError):
+    """Any other 5xx, or a success whose body was truncated or malformed."""
+
+    kind = "server_error"
+
+
+class InsufficientCredits(ProviderError):
+    """402, OpenAI ``insufficient_quota``, a credit-balance message."""
+
+    kind = "insufficient_credits"
+
+
+class AuthenticationError(ProviderError):
+    """401, 403, or a 400 that says the key is invalid."""
+
+    kind = "auth"
+
+
+class BadRequest(ProviderError):
+    """Any other 4xx: the request itself is wrong; retrying cannot help."""
+
+    kind = "bad_request"
+
+
+class ContextLengthExceeded(BadRequest):
+    """The request is too large for the model; another model may take it."""
+
+    kind = "too_large"
+
+
+class ProviderConnectionError(ProviderError):
+    """Refused, DNS failure, or a connection reset before a response."""
+
+    kind = "connection"
+
+
+class ProviderTimeout(ProviderConnectionError, TimeoutError):
+    """No response within the attempt's timeout."""
+
+    kind = "timeout"
+
+
+_BY_KIND: dict[str, type[ProviderError]] = {
+    cls.kind: cls
+    for cls in (
+        RateLimited,
+        ProviderOverloaded,
+        ServerError,
+        InsufficientCredits,
+        AuthenticationError,
+        BadRequest,
+        ContextLengthExceeded,
+        ProviderConnectionError,
+        ProviderTimeout,
+    )
+}
+
+
+def _provider_error(kind: str, message: str, info: dict[str, Any]) -> ProviderError:
+    """Called by the native module to build the exception for a failed attempt."""
+    cls = _BY_KIND.get(kind, ProviderError)
+    return cls(
+        message,
+        provider=info.get("provider"),
+        model=info.get("model"),
+        status=info.get("status"),
+        request_id=info.get("request_id"),
+        retry_after=info.get("retry_after"),
+        body=info.get("body"),
+        kind=kind,
+        attempts=_attempts(info.get("attempts") or ()),
+    )
+
+
+def _deadline_error(
+    deadline: float,
+    attempts: list[tuple[Any, ...]],
+    cause: ProviderError | None,
+    call_id: str,
+) -> DeadlineExceeded:
+    """Called by the native module when the deadline ends a call."""
+    message = f"deadline of {deadline:g}s exceeded after {len(attempts)} attempt(s)"
+    if cause is not None:
+        message += f"; last error: {cause}"
+    error = DeadlineExceeded(message, deadline=deadline, call_id=call_id)
+    error.attempts = _attempts(attempts)
+    if cause is not None:
+        error.__cause__ = cause
+        error.retry_after = cause.retry_after
+    return error

@@ -1,0 +1,33 @@
+"""``failover.retry_after()``: the wait a response asks for, as the engine reads it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
+
+from . import _native
+
+Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
+
+
+def retry_after(headers: Headers, body: Any = None, now: float | None = None) -> float | None:
+    """Seconds the response asks to wait, or ``None`` when it gives no usable hint.
+
+    Reads ``retry-after-ms``, ``retry-after`` (seconds or an HTTP-date), Gemini's
+    ``retryDelay`` in the body, OpenAI's and Anthropic's rate-limit reset headers,
+    exactly as the engine does; ``x-should-retry: false`` gives ``None``.
+
+    ``headers``: a mapping or a list of pairs, names case-insensitive.
+    ``body``: bytes, str or parsed JSON. ``now``: Unix seconds (default: now).
+    """
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    pairs = [(str(k), str(v)) for k, v in items]
+    text: str | None
+    if body is None or isinstance(body, str):
+        text = body
+    elif isinstance(body, (bytes, bytearray)):
+        text = bytes(body).decode("utf-8", "replace")
+    else:
+        text = json.dumps(body)
+    return _native.retry_after(pairs, text, now)

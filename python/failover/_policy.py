@@ -1,0 +1,151 @@
+"""Retry policies: the default, tunable one and exact presets of other clients."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._exceptions import ConfigurationError
+
+
+def _seconds(name: str, value: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+class Backoff:
+    """Exponential backoff: ``min(initial * multiplier**n, max) * (1 - jitter * U[0,1))``."""
+
+    __slots__ = ("initial", "jitter", "max", "multiplier")
+
+    def __init__(
+        self,
+        initial: float = 0.5,
+        multiplier: float = 2.0,
+        max: float = 8.0,
+        jitter: float = 0.25,
+    ) -> None:
+        self.initial = _seconds("initial", initial)
+        self.multiplier = _seconds("multiplier", multiplier)
+        self.max = _seconds("max", max)
+        if not 0.0 <= jitter <= 1.0:
+            raise ConfigurationError(f"jitter must be between 0 and 1, got {jitter!r}")
+        self.jitter = float(jitter)
+
+    def __repr__(self) -> str:
+        return (
+            f"Backoff(initial={self.initial}, multiplier={self.multiplier}, "
+            f"max={self.max}, jitter={self.jitter})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Backoff) and self._tuple() == other._tuple()
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def _tuple(self) -> tuple[float, float, float, float]:
+        return (self.initial, self.multiplier, self.max, self.jitter)
+
+
+class RetryPolicy:
+    """When to wait and retry the same provider, and when to fail over.
+
+    "Last" means no other provider remains to fail over to. A server-hinted
+    wait (Retry-After and its cousins) up to the cap is slept exactly; a
+    longer one fails over at once. See the README's behaviour table.
+    """
+
+    __slots__ = (
+        "_max_interval",
+        "_preset",
+        "backoff",
+        "max_retries",
+        "max_retries_last",
+        "max_retry_after",
+        "max_retry_after_last",
+    )
+
+    def __init__(
+        self,
+        max_retries: int = 1,
+        max_retries_last: int = 2,
+        max_retry_after: float = 10.0,
+        max_retry_after_last: float = 60.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.max_retries = _count("max_retries", max_retries)
+        self.max_retries_last = _count("max_retries_last", max_retries_last)
+        self.max_retry_after = _seconds("max_retry_after", max_retry_after)
+        self.max_retry_after_last = _seconds("max_retry_after_last", max_retry_after_last)
+        self.backoff = backoff if backoff is not None else Backoff()
+        self._preset = "default"
+        self._max_interval: float | None = None
+
+    @classmethod
+    def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
+        policy = cls()
+        policy._preset = name
+        policy._max_interval = max_interval
+        return policy
+
+    @classmethod
+    def laravel(cls) -> RetryPolicy:
+        """laravel/ai 1.2.1 ``withErrorHandling``: two attempts per provider;
+        retries only a 429 or overloaded status whose ``Retry-After`` is a
+        plain integer of at most 10 seconds."""
+        return cls._make_preset("laravel")
+
+    @classmethod
+    def ruby_llm(cls, max_interval: float | None = None) -> RetryPolicy:
+        """ruby_llm 1.16 over faraday-retry 2.4: up to 3 retries, backoff
+        ``min(0.1 * 2**n, max_interval) + U * 0.05``, the larger of the
+        ``Retry-After``/``RateLimit-Reset`` wait and the backoff. ``None`` is
+        faraday's unbounded default; ``30`` is ruby_llm's ``retry_max_interval``."""
+        if max_interval is not None:
+            max_interval = _seconds("max_interval", max_interval)
+        return cls._make_preset("ruby_llm", max_interval)
+
+    @classmethod
+    def openai(cls) -> RetryPolicy:
+        """openai-python: 2 retries on 408, 409, 429, 5xx, timeouts and
+        connection errors; server waits used when ``0 < v <= 120``."""
+        return cls._make_preset("openai")
+
+    def _native(self) -> tuple[Any, ...]:
+        b = self.backoff
+        return (
+            self._preset,
+            self.max_retries,
+            self.max_retries_last,
+            self.max_retry_after,
+            self.max_retry_after_last,
+            (b.initial, b.multiplier, b.max, b.jitter),
+            self._max_interval,
+        )
+
+    def __repr__(self) -> str:
+        if self._preset == "ruby_llm":
+            return f"RetryPolicy.ruby_llm(max_interval={self._max_interval!r})"
+        if self._preset != "default":
+            return f"RetryPolicy.{self._preset}()"
+        return (
+            f"RetryPolicy(max_retries={self.max_retries}, max_retries_last={self.max_retries_last}, "
+            f"max_retry_after={self.max_retry_after}, "
+            f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetryPolicy) and self._native() == other._native()
+
+    def __hash__(self) -> int:
+        return hash(self._native())

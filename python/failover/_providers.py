@@ -1,0 +1,146 @@
+"""Provider configurations: small option objects, no I/O.
+
+The key is read from the provider's usual environment variable when the
+Client is built, unless given. It never appears in a repr.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from ._exceptions import ConfigurationError
+
+#: Statuses that mean "overloaded" unless a provider says otherwise.
+DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
+
+
+class Provider:
+    """Base class of provider configurations."""
+
+    wire: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str | None] = None
+    env_var: ClassVar[str | None] = None
+    key_required: ClassVar[bool] = True
+    overloaded_statuses: tuple[int, ...] = DEFAULT_OVERLOADED_STATUSES
+    max_tokens_field: ClassVar[str] = "max_tokens"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        allow_insecure: bool = False,
+        overloaded_statuses: Sequence[int] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(f"{type(self).__name__} needs a model name")
+        url = base_url or self.default_base_url
+        if not url:
+            raise ConfigurationError(f"{type(self).__name__} needs a base_url")
+        self.model = model
+        self.base_url = url.rstrip("/")
+        self.headers = dict(headers or {})
+        self.allow_insecure = allow_insecure
+        if overloaded_statuses is not None:
+            self.overloaded_statuses = tuple(overloaded_statuses)
+        self._api_key = api_key
+        self._env_var = self.env_var
+        self._key_required = self.key_required
+
+    def _resolve_key(self, name: str) -> str | None:
+        """The key to send, checked; raises ConfigurationError naming what is missing."""
+        key = self._api_key
+        if key is None and self._env_var:
+            key = os.environ.get(self._env_var) or None
+        if key is None and self._key_required:
+            where = f"set {self._env_var} or pass api_key=" if self._env_var else "pass api_key="
+            raise ConfigurationError(f"provider {name!r} ({type(self).__name__}) has no API key: {where}")
+        if key is not None and not self.allow_insecure and not _safe_for_secrets(self.base_url):
+            raise ConfigurationError(
+                f"provider {name!r} would send its API key over plain http to {self.base_url}; "
+                "use https, or pass allow_insecure=True"
+            )
+        return key
+
+    def _native(self, name: str) -> tuple[Any, ...]:
+        return (
+            name,
+            self.wire,
+            self.model,
+            self.base_url,
+            self._resolve_key(name),
+            list(self.headers.items()),
+            list(self.overloaded_statuses),
+            self.max_tokens_field,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+def _safe_for_secrets(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return True
+    host = parts.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class OpenAI(Provider):
+    """OpenAI Chat Completions. Key: ``OPENAI_API_KEY``."""
+
+    default_base_url = "https://api.openai.com/v1"
+    env_var = "OPENAI_API_KEY"
+    max_tokens_field = "max_completion_tokens"
+
+
+class Anthropic(Provider):
+    """Anthropic Messages. Key: ``ANTHROPIC_API_KEY``. 529 means overloaded."""
+
+    wire = "anthropic"
+    default_base_url = "https://api.anthropic.com/v1"
+    env_var = "ANTHROPIC_API_KEY"
+    overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 529)
+
+
+class OpenAICompatible(Provider):
+    """Any server speaking OpenAI Chat Completions at ``base_url``.
+
+    The key is optional: pass ``api_key=`` or name a variable with ``api_key_env=``.
+    """
+
+    key_required = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        allow_insecure: bool = False,
+        overloaded_statuses: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            headers=headers,
+            allow_insecure=allow_insecure,
+            overloaded_statuses=overloaded_statuses,
+        )
+        if api_key_env is not None:
+            self._env_var = api_key_env
+            self._key_required = True

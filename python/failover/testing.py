@@ -1,0 +1,220 @@
+"""Testing utilities, part of the product.
+
+- ``FakeSleeper``: pass as ``Client(sleeper=...)``; sleeps are recorded and
+  return at once, on a virtual clock that the deadline follows too.
+- ``fake_sleep()``: every client without its own sleeper uses one FakeSleeper
+  inside the block.
+- ``MockServer``: a real HTTP server on 127.0.0.1 (in Rust) playing back
+  scripted responses in order.
+
+The pytest plugin offers both as the ``fake_sleep`` and ``mock_server`` fixtures.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from . import _native, _sleep
+
+__all__ = ["FakeSleeper", "MockServer", "RecordedRequest", "fake_sleep"]
+
+
+class FakeSleeper:
+    """Records each requested sleep and returns at once, moving a virtual clock.
+
+    The clock starts at the real time when the FakeSleeper is made and moves
+    only by the sleeps; HTTP-dates, reset times and the deadline are measured
+    against it.
+    """
+
+    def __init__(self) -> None:
+        self._native_clock = _native.VirtualClock()
+
+    @property
+    def sleeps(self) -> list[float]:
+        """Every sleep requested so far, in seconds."""
+        return self._native_clock.sleeps
+
+    def time(self) -> float:
+        """The virtual time, in Unix seconds."""
+        return self._native_clock.time()
+
+    def __call__(self, seconds: float) -> None:
+        self._native_clock.sleep(seconds)
+
+    def clear(self) -> None:
+        """Forgets the sleeps recorded so far (the clock keeps its time)."""
+        self._native_clock.clear()
+
+    def assert_sequence(self, expected: Sequence[float], *, tolerance: float = 1e-6) -> None:
+        """Asserts the sleeps so far were exactly ``expected`` (to ``tolerance`` seconds)."""
+        actual = self.sleeps
+        same = len(actual) == len(expected) and all(
+            math.isclose(a, e, rel_tol=0.0, abs_tol=tolerance) for a, e in zip(actual, expected)
+        )
+        if not same:
+            raise AssertionError(f"expected sleeps {list(expected)}, got {actual}")
+
+    def assert_never_slept(self) -> None:
+        if self.sleeps:
+            raise AssertionError(f"expected no sleep, got {self.sleeps}")
+
+    def __repr__(self) -> str:
+        return f"FakeSleeper(sleeps={self.sleeps})"
+
+
+@contextmanager
+def fake_sleep() -> Iterator[FakeSleeper]:
+    """Inside the block, every client without an explicit sleeper uses one
+    FakeSleeper (like Laravel's ``Sleep::fake()``)."""
+    sleeper = FakeSleeper()
+    previous = _sleep.active
+    _sleep.active = sleeper
+    try:
+        yield sleeper
+    finally:
+        _sleep.active = previous
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request MockServer received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Names lower-cased."""
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return _json.loads(self.body) if self.body else None
+
+
+def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
+    if wire in ("openai", "openai_compatible"):
+        return {
+            "id": "chatcmpl-mock",
+            "object": "chat.completion",
+            "created": 1767967901,
+            "model": model or "gpt-4.1-mini-2025-04-14",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": 12,
+                "completion_tokens": max(1, len(text.split())),
+                "total_tokens": 12 + max(1, len(text.split())),
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+            },
+        }
+    if wire == "anthropic":
+        return {
+            "id": "msg_mock",
+            "type": "message",
+            "role": "assistant",
+            "model": model or "claude-haiku-4-5-20251001",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 12,
+                "output_tokens": max(1, len(text.split())),
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
+    raise ValueError(f"unknown wire {wire!r}: use 'openai' or 'anthropic'")
+
+
+class MockServer:
+    """A real HTTP server on 127.0.0.1 that plays back scripted responses.
+
+    Each request takes the next scripted response (first in, first out, across
+    connections); an unscripted request gets a 500 that says so. Use ``url``
+    as a provider's ``base_url``.
+    """
+
+    def __init__(self) -> None:
+        self._native = _native.NativeMockServer()
+
+    @property
+    def url(self) -> str:
+        return self._native.url
+
+    def push(
+        self,
+        status: int = 200,
+        headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        json: Any = None,
+        body: bytes | str | None = None,
+        sse: Sequence[str] | None = None,
+        delay: float = 0.0,
+        fault: str | None = None,
+    ) -> None:
+        """Scripts the next response.
+
+        ``json`` is serialised; ``body`` is sent as is; ``sse`` is a list of
+        server-sent events (each the text of one event, e.g. ``'data: {...}'``).
+        ``delay`` waits (really) before answering. ``fault``: ``"reset"`` drops
+        the connection, ``"hang"`` never answers, ``"cut:N"`` stops a stream
+        after N events (or a body after N bytes).
+        """
+        pairs = list(headers.items() if isinstance(headers, Mapping) else headers or [])
+        if json is not None and body is not None:
+            raise ValueError("give json= or body=, not both")
+        raw = _json.dumps(json).encode() if json is not None else body or b""
+        if isinstance(raw, str):
+            raw = raw.encode()
+        if json is not None and not any(k.lower() == "content-type" for k, _ in pairs):
+            pairs.append(("content-type", "application/json"))
+        self._native.push(status, pairs, raw, list(sse) if sse is not None else None, delay, fault)
+
+    def push_text(
+        self,
+        text: str = "Hello",
+        wire: str = "openai",
+        *,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Scripts a realistic successful answer of ``text`` in a wire format."""
+        self.push(200, headers=headers, json=_text_body(wire, text, model), delay=delay)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in order."""
+        return [
+            RecordedRequest(method, path, dict(headers), bytes(body))
+            for method, path, headers, body in self._native.requests()
+        ]
+
+    @property
+    def pending(self) -> int:
+        """Scripted responses not served yet."""
+        return self._native.pending
+
+    def close(self) -> None:
+        """Stops the server and ends every connection, hanging ones too."""
+        self._native.close()
+
+    def __enter__(self) -> MockServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MockServer(url={self.url!r}, pending={self.pending})"

@@ -1,0 +1,307 @@
+//! A failed attempt -> [`ErrorKind`] (DESIGN §3.1).
+//!
+//! Error bodies differ per provider: `error` may be an object or a string,
+//! `code` a string, an int or null; the message is at `error.message`,
+//! `error`, `message` or `detail`.
+
+use serde_json::Value;
+
+/// Why an attempt failed. Decides whether it is retried and whether the call
+/// may fail over to the next provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    RateLimited,
+    Overloaded,
+    ServerError,
+    Timeout,
+    Connection,
+    InsufficientCredits,
+    Auth,
+    TooLarge,
+    BadRequest,
+}
+
+impl ErrorKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
+            Self::ServerError => "server_error",
+            Self::Timeout => "timeout",
+            Self::Connection => "connection",
+            Self::InsufficientCredits => "insufficient_credits",
+            Self::Auth => "auth",
+            Self::TooLarge => "too_large",
+            Self::BadRequest => "bad_request",
+        }
+    }
+
+    /// Transient: worth another attempt at the same provider.
+    pub const fn retryable(self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited
+                | Self::Overloaded
+                | Self::ServerError
+                | Self::Timeout
+                | Self::Connection
+        )
+    }
+
+    /// Another provider may succeed where this one failed.
+    pub const fn fails_over(self) -> bool {
+        self.retryable() || matches!(self, Self::InsufficientCredits | Self::TooLarge)
+    }
+}
+
+/// The statuses that mean "overloaded" when a provider does not say otherwise.
+pub const DEFAULT_OVERLOADED_STATUSES: &[u16] = &[502, 503, 504, 520, 522, 524];
+
+/// What an error body says, read leniently.
+#[derive(Debug, Default, PartialEq)]
+pub struct ErrorBody {
+    pub message: Option<String>,
+    /// `error.code`, `error.type`, `error.status` and `details[].reason`, lower-cased.
+    pub codes: Vec<String>,
+}
+
+pub fn parse_error_body(body: &str) -> ErrorBody {
+    let Ok(json) = serde_json::from_str::<Value>(body) else {
+        let text = body.trim();
+        let message = (!text.is_empty()).then(|| truncate(text, 500));
+        return ErrorBody {
+            message,
+            codes: Vec::new(),
+        };
+    };
+    let mut out = ErrorBody::default();
+    let error = json.get("error");
+    let mut add_code = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => out.codes.push(s.to_ascii_lowercase()),
+        Some(Value::Number(n)) => out.codes.push(n.to_string()),
+        _ => {}
+    };
+    for source in [error, Some(&json)].into_iter().flatten() {
+        add_code(source.get("code"));
+        add_code(source.get("type"));
+        add_code(source.get("status"));
+        if let Some(details) = source.get("details").and_then(Value::as_array) {
+            for d in details {
+                add_code(d.get("reason"));
+            }
+        }
+    }
+    let message = [
+        error.and_then(|e| e.get("message")),
+        error,
+        json.get("message"),
+        json.get("detail"),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|v| v.as_str().filter(|s| !s.is_empty()));
+    out.message = message.map(|m| truncate(m, 2000));
+    out
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// Classifies an HTTP error status with its parsed body.
+pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> ErrorKind {
+    let has_code = |c: &str| body.codes.iter().any(|x| x == c);
+    let message = body.message.as_deref().unwrap_or("").to_ascii_lowercase();
+    let says = |needle: &str| message.contains(needle);
+
+    if status == 402
+        || has_code("insufficient_quota")
+        || says("credit balance")
+        || says("insufficient credits")
+    {
+        return ErrorKind::InsufficientCredits;
+    }
+    if status == 401 || status == 403 {
+        return ErrorKind::Auth;
+    }
+    if has_code("context_length_exceeded")
+        || says("context length")
+        || says("context window")
+        || says("prompt is too long")
+        || (status == 429 && says("request too large"))
+    {
+        return ErrorKind::TooLarge;
+    }
+    if status == 400
+        && (has_code("api_key_invalid")
+            || has_code("invalid_api_key")
+            || says("incorrect api key")
+            || says("api key not valid")
+            || says("invalid api key"))
+    {
+        return ErrorKind::Auth;
+    }
+    if status == 429 || has_code("resource_exhausted") {
+        return ErrorKind::RateLimited;
+    }
+    if overloaded.contains(&status) {
+        return ErrorKind::Overloaded;
+    }
+    if status == 408 {
+        return ErrorKind::Timeout;
+    }
+    if (400..500).contains(&status) {
+        return ErrorKind::BadRequest;
+    }
+    ErrorKind::ServerError
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ErrorKind::*;
+
+    fn kind(status: u16, body: &str) -> ErrorKind {
+        let mut overloaded = DEFAULT_OVERLOADED_STATUSES.to_vec();
+        overloaded.push(529);
+        classify_status(status, &parse_error_body(body), &overloaded)
+    }
+
+    #[test]
+    fn every_row_of_the_table() {
+        assert_eq!(
+            kind(
+                429,
+                r#"{"error":{"type":"rate_limit_error","message":"slow down"}}"#
+            ),
+            RateLimited
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"code":400,"status":"RESOURCE_EXHAUSTED"}}"#
+            ),
+            RateLimited
+        );
+        for s in [502, 503, 504, 520, 522, 524, 529] {
+            assert_eq!(kind(s, ""), Overloaded, "{s}");
+        }
+        assert_eq!(
+            kind(500, r#"{"error":{"message":"boom","type":"server_error"}}"#),
+            ServerError
+        );
+        assert_eq!(kind(501, "oops"), ServerError);
+        assert_eq!(kind(408, ""), Timeout);
+        assert_eq!(kind(402, ""), InsufficientCredits);
+        assert_eq!(
+            kind(
+                429,
+                r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#
+            ),
+            InsufficientCredits
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}"#
+            ),
+            InsufficientCredits
+        );
+        assert_eq!(kind(401, r#"{"error":{"code":"invalid_api_key"}}"#), Auth);
+        assert_eq!(kind(403, "forbidden"), Auth);
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}"#
+            ),
+            Auth
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"code":"Client specified an invalid argument","error":"Incorrect API key provided: xai-****."}"#
+            ),
+            Auth
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 128000 tokens"}}"#
+            ),
+            TooLarge
+        );
+        assert_eq!(
+            kind(
+                429,
+                r#"{"error":{"code":"rate_limit_exceeded","message":"Request too large for gpt-4.1-nano on tokens per min (TPM): Limit 200000, Requested 1000000."}}"#
+            ),
+            TooLarge
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 250000 tokens > 200000 maximum"}}"#
+            ),
+            TooLarge
+        );
+        for s in [400, 404, 413, 422] {
+            assert_eq!(kind(s, r#"{"error":"nope"}"#), BadRequest, "{s}");
+        }
+    }
+
+    #[test]
+    fn groq_overloaded_statuses_are_per_provider() {
+        let groq = [498, 502, 503];
+        assert_eq!(
+            classify_status(498, &parse_error_body(""), &groq),
+            Overloaded
+        );
+        assert_eq!(
+            classify_status(504, &parse_error_body(""), &groq),
+            ServerError
+        );
+        assert_eq!(
+            classify_status(529, &parse_error_body(""), DEFAULT_OVERLOADED_STATUSES),
+            ServerError
+        );
+    }
+
+    #[test]
+    fn messages_found_in_every_shape() {
+        let m = |b: &str| parse_error_body(b).message;
+        assert_eq!(
+            m(r#"{"error":{"message":"a","code":null}}"#).as_deref(),
+            Some("a")
+        );
+        assert_eq!(m(r#"{"error":"b"}"#).as_deref(), Some("b"));
+        assert_eq!(m(r#"{"message":"c","code":1300}"#).as_deref(), Some("c"));
+        assert_eq!(m(r#"{"detail":"d"}"#).as_deref(), Some("d"));
+        assert_eq!(
+            m("<html>bad gateway</html>").as_deref(),
+            Some("<html>bad gateway</html>")
+        );
+        assert_eq!(m(""), None);
+        assert_eq!(
+            parse_error_body(r#"{"code":1300}"#).codes,
+            vec!["1300".to_string()]
+        );
+        let long = "x".repeat(5000);
+        assert!(m(&long).unwrap().chars().count() <= 501);
+    }
+
+    #[test]
+    fn retry_and_failover_columns() {
+        for k in [RateLimited, Overloaded, ServerError, Timeout, Connection] {
+            assert!(k.retryable() && k.fails_over(), "{k:?}");
+        }
+        for k in [InsufficientCredits, TooLarge] {
+            assert!(!k.retryable() && k.fails_over(), "{k:?}");
+        }
+        for k in [Auth, BadRequest] {
+            assert!(!k.retryable() && !k.fails_over(), "{k:?}");
+        }
+    }
+}

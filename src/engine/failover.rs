@@ -1,0 +1,694 @@
+//! The loop over providers x attempts: written once, run by both the sync and
+//! the async face, bounded by the caller's deadline.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::classify::ErrorKind;
+use super::clock::Clock;
+use super::hints::{self, Headers};
+use super::policy::{Decision, RetryPolicy, Situation};
+
+/// One failed attempt, as the transport and the wire format saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub kind: ErrorKind,
+    /// The HTTP status, when a response arrived.
+    pub status: Option<u16>,
+    pub headers: Headers,
+    /// The response body as text (lossy), when there was one.
+    pub body: Option<String>,
+    pub message: String,
+    pub request_id: Option<String>,
+}
+
+impl Failure {
+    /// A failure with no response (timeout, connection, local error).
+    pub fn without_response(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            status: None,
+            headers: Headers::new(),
+            body: None,
+            message: message.into(),
+            request_id: None,
+        }
+    }
+}
+
+/// A provider taking part in one call.
+#[derive(Clone, Debug)]
+pub struct ProviderSlot {
+    pub name: String,
+    pub overloaded_statuses: Vec<u16>,
+}
+
+/// Everything the loop needs to know about one call.
+#[derive(Clone, Debug)]
+pub struct CallSpec<'a> {
+    pub call_id: &'a str,
+    /// The providers to try, in order.
+    pub providers: &'a [ProviderSlot],
+    pub policy: &'a RetryPolicy,
+    /// The longest one attempt may take.
+    pub attempt_timeout: Duration,
+    /// The longest the whole call may take: attempts, waits and failovers.
+    pub deadline: Option<Duration>,
+}
+
+/// One HTTP attempt (or one provider skipped), for `.attempts`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptRecord {
+    /// Index into [`CallSpec::providers`].
+    pub provider: usize,
+    pub status: Option<u16>,
+    /// `None` for a success.
+    pub kind: Option<ErrorKind>,
+    /// The wait slept before this attempt.
+    pub waited: Duration,
+    /// Wall time the attempt took (reporting only; no decision uses it).
+    pub duration: Duration,
+}
+
+#[derive(Debug)]
+pub struct Success<T> {
+    pub value: T,
+    pub provider: usize,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// Why a call failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
+    /// The error of the provider the call ended on.
+    Provider {
+        provider: usize,
+        failure: Failure,
+        /// The wait that provider asked for, if any (DESIGN §3.2).
+        retry_after: Option<Duration>,
+    },
+    /// The deadline left no time to start an attempt, or cut one short.
+    /// `last` is the provider error seen before it, if any.
+    Deadline {
+        deadline: Duration,
+        last: Option<(usize, Failure)>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallFailure {
+    pub error: CallError,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// What the loop reports while it runs (DESIGN §3.5).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    RetryScheduled {
+        call_id: String,
+        provider: usize,
+        /// Which attempt at this provider failed (1 = the first).
+        attempt: u32,
+        delay: Duration,
+        kind: ErrorKind,
+        status: Option<u16>,
+    },
+    FailedOver {
+        call_id: String,
+        from_provider: usize,
+        to_provider: usize,
+        failure: Failure,
+    },
+    CallFailed {
+        call_id: String,
+        failure: CallFailure,
+    },
+}
+
+/// Runs one call: tries each provider in order, retrying and sleeping as the
+/// policy decides, never past the deadline.
+///
+/// `attempt(provider, timeout)` makes one attempt at `spec.providers[provider]`
+/// and must give up after `timeout` with an [`ErrorKind::Timeout`] failure.
+/// `unit` draws from U[0,1) for jitter; `on_event` sees every decision.
+pub async fn run<T, F, Fut>(
+    spec: &CallSpec<'_>,
+    clock: &dyn Clock,
+    unit: &mut (dyn FnMut() -> f64 + Send),
+    on_event: &mut (dyn FnMut(Event) + Send),
+    mut attempt: F,
+) -> Result<Success<T>, CallFailure>
+where
+    F: FnMut(usize, Duration) -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let start = clock.now();
+    let remaining = |clock: &dyn Clock| {
+        spec.deadline
+            .map(|d| d.saturating_sub(clock.now().saturating_sub(start)))
+    };
+    let mut attempts = Vec::new();
+    let mut last: Option<(usize, Failure)> = None;
+    let count = spec.providers.len();
+
+    let fail = |error: CallError,
+                attempts: Vec<AttemptRecord>,
+                on_event: &mut (dyn FnMut(Event) + Send)| {
+        let failure = CallFailure { error, attempts };
+        on_event(Event::CallFailed {
+            call_id: spec.call_id.to_string(),
+            failure: failure.clone(),
+        });
+        failure
+    };
+
+    for (index, slot) in spec.providers.iter().enumerate() {
+        let is_last = index + 1 == count;
+        let mut retries_done = 0u32;
+        let mut waited = Duration::ZERO;
+        loop {
+            let left = remaining(clock);
+            if left == Some(Duration::ZERO) {
+                let deadline = spec.deadline.unwrap_or_default();
+                return Err(fail(
+                    CallError::Deadline { deadline, last },
+                    attempts,
+                    on_event,
+                ));
+            }
+            let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
+            let cut_by_deadline = timeout < spec.attempt_timeout;
+            let started = Instant::now();
+            let outcome = attempt(index, timeout).await;
+            let duration = started.elapsed();
+            let failure = match outcome {
+                Ok(value) => {
+                    attempts.push(AttemptRecord {
+                        provider: index,
+                        status: Some(200),
+                        kind: None,
+                        waited,
+                        duration,
+                    });
+                    return Ok(Success {
+                        value,
+                        provider: index,
+                        attempts,
+                    });
+                }
+                Err(failure) => failure,
+            };
+            attempts.push(AttemptRecord {
+                provider: index,
+                status: failure.status,
+                kind: Some(failure.kind),
+                waited,
+                duration,
+            });
+            if failure.kind == ErrorKind::Timeout && cut_by_deadline {
+                let deadline = spec.deadline.unwrap_or_default();
+                let last = Some((index, failure));
+                return Err(fail(
+                    CallError::Deadline { deadline, last },
+                    attempts,
+                    on_event,
+                ));
+            }
+            let situation = Situation {
+                failure: &failure,
+                retries_done,
+                is_last,
+                now: clock.wall(),
+                overloaded_statuses: &slot.overloaded_statuses,
+            };
+            let decision = spec.policy.decide(&situation, unit());
+            let fail_over = match decision {
+                Decision::Retry(wait) if remaining(clock).is_none_or(|l| wait < l) => {
+                    retries_done += 1;
+                    on_event(Event::RetryScheduled {
+                        call_id: spec.call_id.to_string(),
+                        provider: index,
+                        attempt: retries_done,
+                        delay: wait,
+                        kind: failure.kind,
+                        status: failure.status,
+                    });
+                    clock.sleep(wait).await;
+                    waited = wait;
+                    last = Some((index, failure));
+                    continue;
+                }
+                // A wait that would end past the deadline is not slept.
+                Decision::Retry(_) => failure.kind.fails_over(),
+                Decision::GiveUp { fail_over, .. } => fail_over,
+            };
+            if fail_over && !is_last {
+                on_event(Event::FailedOver {
+                    call_id: spec.call_id.to_string(),
+                    from_provider: index,
+                    to_provider: index + 1,
+                    failure: failure.clone(),
+                });
+                last = Some((index, failure));
+                break;
+            }
+            let retry_after =
+                hints::retry_after(&failure.headers, failure.body.as_deref(), clock.wall());
+            let error = CallError::Provider {
+                provider: index,
+                failure,
+                retry_after,
+            };
+            return Err(fail(error, attempts, on_event));
+        }
+    }
+    // Only reached with no providers at all; the bindings refuse that earlier.
+    let deadline = spec.deadline.unwrap_or_default();
+    Err(fail(
+        CallError::Deadline { deadline, last },
+        attempts,
+        on_event,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::clock::ManualClock;
+    use crate::engine::policy::Backoff;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use ErrorKind::*;
+
+    fn slots(n: usize) -> Vec<ProviderSlot> {
+        (0..n)
+            .map(|i| ProviderSlot {
+                name: format!("p{i}"),
+                overloaded_statuses: vec![502, 503, 504, 529],
+            })
+            .collect()
+    }
+
+    fn err(
+        kind: ErrorKind,
+        status: Option<u16>,
+        headers: &[(&str, &str)],
+    ) -> Result<&'static str, Failure> {
+        Err(Failure {
+            kind,
+            status,
+            headers: headers.iter().copied().collect(),
+            body: None,
+            message: format!("{kind:?}"),
+            request_id: None,
+        })
+    }
+
+    fn rate_limited(retry_after: &str) -> Result<&'static str, Failure> {
+        err(RateLimited, Some(429), &[("retry-after", retry_after)])
+    }
+
+    struct Outcome {
+        result: Result<Success<&'static str>, CallFailure>,
+        sleeps: Vec<Duration>,
+        events: Vec<Event>,
+        /// (provider, timeout) of every attempt made.
+        calls: Vec<(usize, Duration)>,
+    }
+
+    fn run_script(
+        providers: usize,
+        policy: RetryPolicy,
+        deadline: Option<Duration>,
+        script: Vec<Result<&'static str, Failure>>,
+    ) -> Outcome {
+        let clock = ManualClock::new();
+        let script = Mutex::new(VecDeque::from(script));
+        let calls = Mutex::new(Vec::new());
+        let mut events = Vec::new();
+        let slots = slots(providers);
+        let spec = CallSpec {
+            call_id: "call-1",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: Duration::from_secs(60),
+            deadline,
+        };
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |e| events.push(e),
+            |provider, timeout| {
+                calls.lock().unwrap().push((provider, timeout));
+                let next = script.lock().unwrap().pop_front().expect("script ran out");
+                async move { next }
+            },
+        ))
+        .expect("the engine never waits on anything but the clock here");
+        Outcome {
+            result,
+            sleeps: clock.sleeps(),
+            events,
+            calls: calls.into_inner().unwrap(),
+        }
+    }
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    fn failed_over(events: &[Event]) -> Vec<(usize, usize)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::FailedOver {
+                    from_provider,
+                    to_provider,
+                    ..
+                } => Some((*from_provider, *to_provider)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn call_failed(events: &[Event]) -> usize {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::CallFailed { .. }))
+            .count()
+    }
+
+    #[test]
+    fn short_rate_limit_is_waited_out_on_the_same_provider() {
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            None,
+            vec![rate_limited("1"), Ok("hi")],
+        );
+        let ok = o.result.unwrap();
+        assert_eq!((ok.value, ok.provider), ("hi", 0));
+        assert_eq!(o.sleeps, vec![secs(1.0)]);
+        assert!(failed_over(&o.events).is_empty());
+        assert_eq!(ok.attempts.len(), 2);
+        assert_eq!(ok.attempts[1].waited, secs(1.0));
+        assert_eq!(ok.attempts[0].status, Some(429));
+        assert!(matches!(
+            o.events[0],
+            Event::RetryScheduled {
+                provider: 0,
+                attempt: 1,
+                kind: RateLimited,
+                status: Some(429),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn second_rate_limit_fails_over() {
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            None,
+            vec![rate_limited("1"), rate_limited("1"), Ok("b")],
+        );
+        let ok = o.result.unwrap();
+        assert_eq!(ok.provider, 1);
+        assert_eq!(o.sleeps, vec![secs(1.0)]);
+        assert_eq!(failed_over(&o.events), vec![(0, 1)]);
+        assert_eq!(
+            o.calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![0, 0, 1]
+        );
+    }
+
+    #[test]
+    fn long_retry_after_fails_over_without_sleeping() {
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            None,
+            vec![rate_limited("300"), Ok("b")],
+        );
+        assert_eq!(o.result.unwrap().provider, 1);
+        assert!(o.sleeps.is_empty());
+    }
+
+    #[test]
+    fn non_failover_error_is_raised_at_once() {
+        let o = run_script(
+            3,
+            RetryPolicy::default(),
+            None,
+            vec![err(BadRequest, Some(400), &[])],
+        );
+        let e = o.result.unwrap_err();
+        assert!(matches!(e.error, CallError::Provider { provider: 0, .. }));
+        assert_eq!(o.calls.len(), 1);
+        assert_eq!(call_failed(&o.events), 1);
+        assert!(failed_over(&o.events).is_empty());
+    }
+
+    #[test]
+    fn every_provider_failing_raises_the_last_error() {
+        let script = vec![
+            err(Overloaded, Some(503), &[]),
+            err(InsufficientCredits, Some(402), &[]),
+            rate_limited("120"),
+        ];
+        let o = run_script(3, RetryPolicy::default(), None, script);
+        let e = o.result.unwrap_err();
+        match &e.error {
+            CallError::Provider {
+                provider,
+                failure,
+                retry_after,
+            } => {
+                assert_eq!(*provider, 2);
+                assert_eq!(failure.status, Some(429));
+                assert_eq!(*retry_after, Some(secs(120.0)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(failed_over(&o.events), vec![(0, 1), (1, 2)]);
+        assert_eq!(call_failed(&o.events), 1);
+        assert_eq!(e.attempts.len(), 3);
+        assert!(o.sleeps.is_empty());
+        match o.events.last() {
+            Some(Event::CallFailed { call_id, failure }) => {
+                assert_eq!(call_id, "call-1");
+                assert_eq!(failure, &e);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn last_provider_backs_off_with_jitter_source() {
+        let script = vec![
+            err(Overloaded, Some(529), &[]),
+            err(Overloaded, Some(529), &[]),
+            err(Overloaded, Some(529), &[]),
+        ];
+        let o = run_script(1, RetryPolicy::default(), None, script);
+        assert!(o.result.is_err());
+        assert_eq!(o.sleeps, vec![secs(0.5), secs(1.0)]);
+    }
+
+    #[test]
+    fn server_error_gets_one_quick_retry_before_failing_over() {
+        let script = vec![
+            err(ServerError, Some(500), &[]),
+            err(ServerError, Some(500), &[]),
+            Ok("b"),
+        ];
+        let o = run_script(2, RetryPolicy::default(), None, script);
+        assert_eq!(o.result.unwrap().provider, 1);
+        assert_eq!(o.sleeps, vec![secs(0.5)]);
+    }
+
+    #[test]
+    fn deadline_refuses_a_wait_that_ends_past_it() {
+        // 5 s of deadline: a 6 s hint on the last provider raises with the hint.
+        let o = run_script(
+            1,
+            RetryPolicy::default(),
+            Some(secs(5.0)),
+            vec![rate_limited("6")],
+        );
+        let e = o.result.unwrap_err();
+        assert!(o.sleeps.is_empty());
+        match e.error {
+            CallError::Provider { retry_after, .. } => assert_eq!(retry_after, Some(secs(6.0))),
+            other => panic!("{other:?}"),
+        }
+        // With another provider: fail over instead.
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            Some(secs(5.0)),
+            vec![rate_limited("6"), Ok("b")],
+        );
+        assert_eq!(o.result.unwrap().provider, 1);
+        assert!(o.sleeps.is_empty());
+    }
+
+    #[test]
+    fn deadline_cuts_attempt_timeouts_and_counts_sleeps() {
+        let o = run_script(
+            1,
+            RetryPolicy::default(),
+            Some(secs(5.0)),
+            vec![rate_limited("3"), Ok("x")],
+        );
+        assert!(o.result.is_ok());
+        assert_eq!(o.calls, vec![(0, secs(5.0)), (0, secs(2.0))]);
+        // A wait that would end exactly at the deadline leaves no time: not slept.
+        let o = run_script(
+            1,
+            RetryPolicy::default(),
+            Some(secs(3.0)),
+            vec![rate_limited("3")],
+        );
+        assert!(o.sleeps.is_empty());
+        assert!(matches!(
+            o.result.unwrap_err().error,
+            CallError::Provider { .. }
+        ));
+    }
+
+    #[test]
+    fn a_timeout_cut_short_by_the_deadline_is_deadline_exceeded() {
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            Some(secs(5.0)),
+            vec![err(Timeout, None, &[])],
+        );
+        let e = o.result.unwrap_err();
+        match e.error {
+            CallError::Deadline {
+                deadline,
+                last: Some((0, f)),
+            } => {
+                assert_eq!(deadline, secs(5.0));
+                assert_eq!(f.kind, Timeout);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(o.calls.len(), 1);
+        assert_eq!(call_failed(&o.events), 1);
+        // Without a deadline, a timeout fails over.
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            None,
+            vec![err(Timeout, None, &[]), Ok("b")],
+        );
+        assert_eq!(o.result.unwrap().provider, 1);
+    }
+
+    #[test]
+    fn no_time_left_to_start_an_attempt() {
+        let clock = ManualClock::new();
+        let slots = slots(2);
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: secs(60.0),
+            deadline: Some(secs(1.0)),
+        };
+        let mut calls = 0;
+        // The first attempt itself uses up the deadline (the clock moves during it).
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |_, _| {
+                calls += 1;
+                clock.advance(secs(1.0));
+                async { err(Overloaded, Some(529), &[]) }
+            },
+        ))
+        .unwrap();
+        assert_eq!(calls, 1, "the second provider is never started");
+        match result.unwrap_err().error {
+            CallError::Deadline {
+                last: Some((0, f)), ..
+            } => assert_eq!(f.status, Some(529)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn should_retry_false_fails_over_at_once() {
+        let o = run_script(
+            2,
+            RetryPolicy::default(),
+            None,
+            vec![
+                err(
+                    RateLimited,
+                    Some(429),
+                    &[("x-should-retry", "false"), ("retry-after", "1")],
+                ),
+                Ok("b"),
+            ],
+        );
+        assert_eq!(o.result.unwrap().provider, 1);
+        assert!(o.sleeps.is_empty());
+    }
+
+    #[test]
+    fn presets_run_through_the_loop() {
+        // laravel: 1.5 is not a plain integer: fail over without waiting.
+        let o = run_script(
+            2,
+            RetryPolicy::laravel(),
+            None,
+            vec![rate_limited("1.5"), Ok("b")],
+        );
+        assert_eq!(o.result.unwrap().provider, 1);
+        assert!(o.sleeps.is_empty());
+        // openai: two backoff retries then give up (single provider).
+        let o = run_script(
+            1,
+            RetryPolicy::openai(),
+            None,
+            vec![err(ServerError, Some(500), &[]); 3],
+        );
+        assert!(o.result.is_err());
+        assert_eq!(o.sleeps, vec![secs(0.5), secs(1.0)]);
+        // ruby_llm: three retries at 0.1, 0.2, 0.4.
+        let o = run_script(
+            1,
+            RetryPolicy::ruby_llm(None),
+            None,
+            vec![err(Timeout, None, &[]); 4],
+        );
+        assert!(o.result.is_err());
+        assert_eq!(o.sleeps, vec![secs(0.1), secs(0.2), secs(0.4)]);
+    }
+
+    #[test]
+    fn custom_backoff_and_limits() {
+        let policy = RetryPolicy {
+            max_retries_last: 3,
+            backoff: Backoff {
+                initial: 1.0,
+                multiplier: 3.0,
+                max: 5.0,
+                jitter: 0.0,
+            },
+            ..RetryPolicy::default()
+        };
+        let o = run_script(1, policy, None, vec![err(Connection, None, &[]); 4]);
+        assert_eq!(o.sleeps, vec![secs(1.0), secs(3.0), secs(5.0)]);
+        assert_eq!(o.result.unwrap_err().attempts.len(), 4);
+    }
+}

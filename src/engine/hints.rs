@@ -1,0 +1,484 @@
+//! Server wait hints: response headers and bodies -> `Option<Duration>`.
+//!
+//! Every parser here is total: malformed, negative, infinite, NaN or
+//! overflowing input is "no hint" (`None`), never a panic and never a wait
+//! that cannot be represented.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Response headers with lower-cased names, in arrival order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    pub fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    pub fn push(&mut self, name: &str, value: &str) {
+        self.0.push((name.to_ascii_lowercase(), value.to_string()));
+    }
+
+    /// The first value of `name` (which must be given in lower case).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Self {
+        let mut headers = Headers::new();
+        for (n, v) in iter {
+            headers.push(n.as_ref(), v.as_ref());
+        }
+        headers
+    }
+}
+
+/// `x-should-retry`: `Some(true)` / `Some(false)` for the exact words, else `None`.
+pub fn should_retry(headers: &Headers) -> Option<bool> {
+    match headers.get("x-should-retry").map(str::trim) {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    }
+}
+
+/// The wait a response asks for under the default policy (DESIGN §3.2):
+/// `retry-after-ms`, then `retry-after` (seconds or HTTP-date), then the
+/// provider hints. `None` when there is none or `x-should-retry: false`.
+pub fn retry_after(headers: &Headers, body: Option<&str>, now: SystemTime) -> Option<Duration> {
+    if should_retry(headers) == Some(false) {
+        return None;
+    }
+    server_wait(headers, body, now)
+}
+
+/// The hinted wait, ignoring `x-should-retry`.
+pub fn server_wait(headers: &Headers, body: Option<&str>, now: SystemTime) -> Option<Duration> {
+    if let Some(wait) = headers.get("retry-after-ms").and_then(decimal_millis) {
+        return Some(wait);
+    }
+    if let Some(value) = headers.get("retry-after") {
+        if let Some(wait) = decimal_seconds(value).or_else(|| http_date_wait(value, now)) {
+            return Some(wait);
+        }
+    }
+    body.and_then(gemini_retry_delay)
+        .or_else(|| openai_reset(headers))
+        .or_else(|| anthropic_reset(headers, now))
+}
+
+/// A non-negative decimal: digits, optionally a fraction (`1`, `1.5`, `.5`).
+/// Signs, exponents, `inf` and `nan` are rejected.
+fn plain_decimal(value: &str) -> Option<f64> {
+    let value = value.trim();
+    let (int, frac) = value.split_once('.').unwrap_or((value, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) {
+        return None;
+    }
+    value.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// Seconds as a `Duration`, or `None` when negative, not finite or too large.
+pub fn secs(value: f64) -> Option<Duration> {
+    if value < 0.0 {
+        return None;
+    }
+    Duration::try_from_secs_f64(value).ok()
+}
+
+pub fn decimal_seconds(value: &str) -> Option<Duration> {
+    plain_decimal(value).and_then(secs)
+}
+
+pub fn decimal_millis(value: &str) -> Option<Duration> {
+    plain_decimal(value).and_then(|ms| secs(ms / 1000.0))
+}
+
+/// An HTTP-date (IMF-fixdate, RFC 850 or asctime): the time until it, 0 if past.
+pub fn http_date_wait(value: &str, now: SystemTime) -> Option<Duration> {
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Gemini: `error.details[]` entry of type `RetryInfo` with `retryDelay` ("48s", "1.5s").
+pub fn gemini_retry_delay(body: &str) -> Option<Duration> {
+    if !body.contains("retryDelay") {
+        return None;
+    }
+    let json: serde_json::Value = serde_json::from_str(body).ok()?;
+    let details = json.get("error")?.get("details")?.as_array()?;
+    details.iter().find_map(|d| {
+        let delay = d.get("retryDelay")?.as_str()?;
+        decimal_seconds(delay.trim().strip_suffix('s')?)
+    })
+}
+
+/// OpenAI: `x-ratelimit-reset-{requests,tokens}` Go durations, for a limit
+/// whose `x-ratelimit-remaining-*` is 0. The longer one wins.
+pub fn openai_reset(headers: &Headers) -> Option<Duration> {
+    ["requests", "tokens"]
+        .iter()
+        .filter(|family| exhausted(headers.get(&format!("x-ratelimit-remaining-{family}"))))
+        .filter_map(|family| go_duration(headers.get(&format!("x-ratelimit-reset-{family}"))?))
+        .max()
+}
+
+/// Anthropic: `anthropic-ratelimit-*-reset` RFC 3339 times for a family whose
+/// `-remaining` is 0. The `1970-01-01T00:00:00Z` placeholder is not a hint.
+pub fn anthropic_reset(headers: &Headers, now: SystemTime) -> Option<Duration> {
+    const FAMILIES: [&str; 4] = ["requests", "tokens", "input-tokens", "output-tokens"];
+    FAMILIES
+        .iter()
+        .filter(|f| exhausted(headers.get(&format!("anthropic-ratelimit-{f}-remaining"))))
+        .filter_map(|f| {
+            let at = rfc3339(headers.get(&format!("anthropic-ratelimit-{f}-reset"))?)?;
+            if at == UNIX_EPOCH {
+                return None;
+            }
+            Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+        })
+        .max()
+}
+
+fn exhausted(remaining: Option<&str>) -> bool {
+    remaining.map(str::trim) == Some("0")
+}
+
+/// A Go `time.Duration` string without sign: "6m0s", "76ms", "1h2m3.5s", "0".
+pub fn go_duration(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if value == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = 0.0_f64;
+    let mut rest = value;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = plain_decimal(&rest[..num_len])?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += number * scale;
+    }
+    secs(total)
+}
+
+/// An RFC 3339 timestamp: `2025-06-01T12:00:30Z`, `...30.5+02:00`.
+pub fn rfc3339(value: &str) -> Option<SystemTime> {
+    let v = value.trim().as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = v.get(range)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let sep = |i: usize, c: &[u8]| v.get(i).is_some_and(|b| c.contains(b));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if sep(i, b".") {
+        let start = i + 1;
+        i = start;
+        while v.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let digits = std::str::from_utf8(&v[start..i]).ok()?;
+        if digits.is_empty() {
+            return None;
+        }
+        let padded: String = digits.chars().chain("000000000".chars()).take(9).collect();
+        nanos = padded.parse().ok()?;
+    }
+    let offset = match v.get(i..)? {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            if ![h1, h2, m1, m2].iter().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let hh = i64::from((h1 - b'0') * 10 + (h2 - b'0'));
+            let mm = i64::from((m1 - b'0') * 10 + (m2 - b'0'));
+            if hh > 23 || mm > 59 {
+                return None;
+            }
+            let total = hh * 3600 + mm * 60;
+            if *sign == b'+' {
+                total
+            } else {
+                -total
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let unix = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let unix = u64::try_from(unix).ok()?;
+    UNIX_EPOCH.checked_add(Duration::new(unix, nanos))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Headers {
+        pairs.iter().copied().collect()
+    }
+
+    fn at(unix: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(unix)
+    }
+
+    const NOW: u64 = 1_750_000_000; // 2025-06-15T15:06:40Z
+
+    fn wait(pairs: &[(&str, &str)]) -> Option<Duration> {
+        retry_after(&h(pairs), None, at(NOW))
+    }
+
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn retry_after_seconds_forms() {
+        assert_eq!(wait(&[("Retry-After", "1")]), ms(1000));
+        assert_eq!(wait(&[("retry-after", "1.5")]), ms(1500));
+        assert_eq!(wait(&[("retry-after", " 41 ")]), ms(41_000));
+        assert_eq!(wait(&[("retry-after", "0")]), ms(0));
+        assert_eq!(wait(&[("retry-after", ".25")]), ms(250));
+    }
+
+    #[test]
+    fn retry_after_malformed_values_are_no_hint() {
+        for bad in [
+            "",
+            " ",
+            "-1",
+            "+1",
+            "inf",
+            "nan",
+            "NaN",
+            "1e3",
+            "abc",
+            "1.2.3",
+            "1,5",
+            "0x10",
+            "99999999999999999999999999999",
+        ] {
+            assert_eq!(wait(&[("retry-after", bad)]), None, "{bad:?}");
+            assert_eq!(wait(&[("retry-after-ms", bad)]), None, "{bad:?}");
+        }
+        // Too large for a Duration: no hint, no panic.
+        assert_eq!(wait(&[("retry-after", &"9".repeat(400))]), None);
+    }
+
+    #[test]
+    fn retry_after_ms_wins_and_zero_is_real() {
+        assert_eq!(
+            wait(&[("retry-after-ms", "76.5"), ("retry-after", "3")]),
+            Some(Duration::from_micros(76_500))
+        );
+        // Azure AI Foundry sends both: Retry-After: 1 and Retry-After-Ms: 0.
+        assert_eq!(
+            wait(&[("Retry-After", "1"), ("Retry-After-Ms", "0")]),
+            ms(0)
+        );
+        // A malformed ms value falls through to retry-after.
+        assert_eq!(
+            wait(&[("retry-after-ms", "soon"), ("retry-after", "2")]),
+            ms(2000)
+        );
+    }
+
+    #[test]
+    fn http_dates_all_three_forms() {
+        let now = at(NOW);
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(http_date_wait(&later, now), Some(Duration::from_secs(30)));
+        // 2025-06-15T15:07:10Z in RFC 850 and asctime forms.
+        assert_eq!(
+            http_date_wait("Sunday, 15-Jun-25 15:07:10 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            http_date_wait("Sun Jun 15 15:07:10 2025", now),
+            Some(Duration::from_secs(30))
+        );
+        // A past date is 0.
+        assert_eq!(
+            wait(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+            ms(0)
+        );
+        assert_eq!(
+            wait(&[("retry-after", "Sun, 99 Nov 1994 08:49:37 GMT")]),
+            None
+        );
+    }
+
+    #[test]
+    fn should_retry_false_means_no_hint() {
+        assert_eq!(
+            wait(&[("retry-after", "1"), ("x-should-retry", "false")]),
+            None
+        );
+        assert_eq!(
+            wait(&[("retry-after", "1"), ("x-should-retry", "true")]),
+            ms(1000)
+        );
+        assert_eq!(should_retry(&h(&[("x-should-retry", "maybe")])), None);
+    }
+
+    #[test]
+    fn gemini_retry_delay_from_body() {
+        let body = r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[
+            {"@type":"type.googleapis.com/google.rpc.QuotaFailure"},
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"48s"}]}}"#;
+        assert_eq!(
+            retry_after(&Headers::new(), Some(body), at(NOW)),
+            ms(48_000)
+        );
+        let frac = r#"{"error":{"details":[{"retryDelay":"1.5s"}]}}"#;
+        assert_eq!(gemini_retry_delay(frac), ms(1500));
+        for bad in ["-1s", "48", "s", "infs", "not json retryDelay"] {
+            let body = format!(r#"{{"error":{{"details":[{{"retryDelay":"{bad}"}}]}}}}"#);
+            assert_eq!(gemini_retry_delay(&body), None, "{bad}");
+        }
+        assert_eq!(gemini_retry_delay("retryDelay {"), None);
+        // Headers win over the body.
+        assert_eq!(
+            retry_after(&h(&[("retry-after", "2")]), Some(body), at(NOW)),
+            ms(2000)
+        );
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration("6m0s"), ms(360_000));
+        assert_eq!(go_duration("76ms"), ms(76));
+        assert_eq!(go_duration("1h2m3.5s"), ms(3_723_500));
+        assert_eq!(go_duration("0"), ms(0));
+        assert_eq!(go_duration("20us"), Some(Duration::from_micros(20)));
+        for bad in ["", "6", "-1s", "1x", "s", "1..2s", "ms"] {
+            assert_eq!(go_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn openai_reset_only_for_exhausted_limits() {
+        let base = [
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "6m0s"),
+            ("x-ratelimit-remaining-tokens", "1000"),
+            ("x-ratelimit-reset-tokens", "76ms"),
+        ];
+        assert_eq!(wait(&base), ms(360_000));
+        let tokens_only = [
+            ("x-ratelimit-remaining-requests", "10"),
+            ("x-ratelimit-reset-requests", "6m0s"),
+            ("x-ratelimit-remaining-tokens", "0"),
+            ("x-ratelimit-reset-tokens", "76ms"),
+        ];
+        assert_eq!(wait(&tokens_only), ms(76));
+        assert_eq!(wait(&[("x-ratelimit-reset-requests", "6m0s")]), None);
+    }
+
+    #[test]
+    fn anthropic_reset_for_exhausted_family() {
+        let hdrs = [
+            ("anthropic-ratelimit-input-tokens-remaining", "0"),
+            (
+                "anthropic-ratelimit-input-tokens-reset",
+                "2025-06-15T15:07:05Z",
+            ),
+            ("anthropic-ratelimit-requests-remaining", "49"),
+            ("anthropic-ratelimit-requests-reset", "2025-06-15T15:10:00Z"),
+        ];
+        assert_eq!(wait(&hdrs), ms(25_000));
+        let placeholder = [
+            ("anthropic-ratelimit-tokens-remaining", "0"),
+            ("anthropic-ratelimit-tokens-reset", "1970-01-01T00:00:00Z"),
+        ];
+        assert_eq!(wait(&placeholder), None);
+        let past = [
+            ("anthropic-ratelimit-tokens-remaining", "0"),
+            ("anthropic-ratelimit-tokens-reset", "2020-01-01T00:00:00Z"),
+        ];
+        assert_eq!(wait(&past), ms(0));
+    }
+
+    #[test]
+    fn rfc3339_forms() {
+        assert_eq!(rfc3339("1970-01-01T00:00:00Z"), Some(UNIX_EPOCH));
+        assert_eq!(rfc3339("2025-06-15T15:06:40Z"), Some(at(NOW)));
+        assert_eq!(rfc3339("2025-06-15T17:06:40+02:00"), Some(at(NOW)));
+        assert_eq!(
+            rfc3339("2025-06-15T15:06:40.25Z"),
+            Some(at(NOW) + Duration::from_millis(250))
+        );
+        for bad in [
+            "",
+            "2025-06-15",
+            "2025-13-01T00:00:00Z",
+            "2025-06-15T15:06:40",
+            "1969-12-31T23:59:59Z",
+            "2025-06-15T15:06:40+2:00",
+            "2025-06-15T15:06:40.Z",
+        ] {
+            assert_eq!(rfc3339(bad), None, "{bad:?}");
+        }
+    }
+}

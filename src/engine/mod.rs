@@ -1,0 +1,17 @@
+//! The retry-after and failover engine: pure decisions plus one async loop,
+//! generic over the transport (a closure) and the clock, so every rule is
+//! tested under a manual clock with scripted outcomes.
+
+pub mod classify;
+pub mod clock;
+pub mod failover;
+pub mod hints;
+pub mod policy;
+
+pub use classify::{classify_status, ErrorKind};
+pub use clock::{Clock, ManualClock, TokioClock};
+pub use failover::{
+    run, AttemptRecord, CallError, CallFailure, CallSpec, Event, Failure, ProviderSlot, Success,
+};
+pub use hints::Headers;
+pub use policy::{Backoff, Preset, RetryPolicy};

@@ -1,0 +1,790 @@
+//! Retry policies: the default one (DESIGN §3.3) and exact reproductions of
+//! laravel/ai, ruby_llm and openai-python (DESIGN §3.4).
+//!
+//! Every policy number lives here, in the `Default` impls and the presets.
+
+use std::time::{Duration, SystemTime};
+
+use super::classify::ErrorKind;
+use super::failover::Failure;
+use super::hints::{self, secs};
+
+/// Exponential backoff with jitter:
+/// `min(initial * multiplier**n, max) * (1 - jitter * U[0,1))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Backoff {
+    pub initial: f64,
+    pub multiplier: f64,
+    pub max: f64,
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: 0.5,
+            multiplier: 2.0,
+            max: 8.0,
+            jitter: 0.25,
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before retry number `n` (0-based), with `unit` drawn from U[0,1).
+    pub fn delay(&self, n: u32, unit: f64) -> Duration {
+        let exp = self.multiplier.powi(n.min(1000) as i32);
+        let base = (self.initial * exp).min(self.max);
+        let jittered = base * (1.0 - self.jitter * unit.clamp(0.0, 1.0));
+        secs(jittered).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// Which rule set decides; `Default` is failover's own.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Preset {
+    Default,
+    Laravel,
+    RubyLlm { max_interval: Option<Duration> },
+    OpenAI,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Same-provider retries while another provider remains.
+    pub max_retries: u32,
+    /// Same-provider retries on the last provider.
+    pub max_retries_last: u32,
+    /// The longest server-hinted wait worth sleeping while another provider remains.
+    pub max_retry_after: Duration,
+    /// The longest server-hinted wait worth sleeping on the last provider.
+    pub max_retry_after_last: Duration,
+    pub backoff: Backoff,
+    pub preset: Preset,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 1,
+            max_retries_last: 2,
+            max_retry_after: Duration::from_secs(10),
+            max_retry_after_last: Duration::from_secs(60),
+            backoff: Backoff::default(),
+            preset: Preset::Default,
+        }
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Sleep this long, then try the same provider again.
+    Retry(Duration),
+    /// Stop trying this provider. With `fail_over`, the next provider (if
+    /// any) is tried; otherwise the error is raised. `cooldown` is how long
+    /// the provider asked to be left alone, when it said so.
+    GiveUp {
+        fail_over: bool,
+        cooldown: Option<Duration>,
+    },
+}
+
+/// The facts a decision is made from.
+#[derive(Clone, Copy, Debug)]
+pub struct Situation<'a> {
+    pub failure: &'a Failure,
+    /// Retries already made on this provider in this call.
+    pub retries_done: u32,
+    /// No other provider remains to fail over to.
+    pub is_last: bool,
+    pub now: SystemTime,
+    pub overloaded_statuses: &'a [u16],
+}
+
+impl RetryPolicy {
+    pub fn laravel() -> Self {
+        Self {
+            max_retries: 1,
+            max_retries_last: 1,
+            preset: Preset::Laravel,
+            ..Self::default()
+        }
+    }
+
+    pub fn ruby_llm(max_interval: Option<Duration>) -> Self {
+        let backoff = Backoff {
+            initial: 0.1,
+            multiplier: 2.0,
+            max: max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64()),
+            jitter: 0.5,
+        };
+        Self {
+            max_retries: 3,
+            max_retries_last: 3,
+            backoff,
+            preset: Preset::RubyLlm { max_interval },
+            ..Self::default()
+        }
+    }
+
+    pub fn openai() -> Self {
+        Self {
+            max_retries: 2,
+            max_retries_last: 2,
+            preset: Preset::OpenAI,
+            ..Self::default()
+        }
+    }
+
+    /// Decides after a failed attempt; `unit` is a draw from U[0,1) for jitter.
+    pub fn decide(&self, s: &Situation<'_>, unit: f64) -> Decision {
+        match &self.preset {
+            Preset::Default => self.decide_default(s, unit),
+            Preset::Laravel => self.decide_laravel(s),
+            Preset::RubyLlm { max_interval } => self.decide_ruby_llm(s, *max_interval, unit),
+            Preset::OpenAI => self.decide_openai(s, unit),
+        }
+    }
+
+    fn retry_limit(&self, is_last: bool) -> u32 {
+        if is_last {
+            self.max_retries_last
+        } else {
+            self.max_retries
+        }
+    }
+
+    fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Decision {
+        let f = s.failure;
+        let hint = hints::server_wait(&f.headers, f.body.as_deref(), s.now);
+        let fail_over = f.kind.fails_over();
+        let give_up = |cooldown| Decision::GiveUp {
+            fail_over,
+            cooldown,
+        };
+        if !f.kind.retryable() || hints::should_retry(&f.headers) == Some(false) {
+            return give_up(hint);
+        }
+        if s.retries_done >= self.retry_limit(s.is_last) {
+            return give_up(hint);
+        }
+        if let Some(wait) = hint {
+            let cap = if s.is_last {
+                self.max_retry_after_last
+            } else {
+                self.max_retry_after
+            };
+            return if wait <= cap {
+                Decision::Retry(wait)
+            } else {
+                give_up(Some(wait))
+            };
+        }
+        if s.is_last {
+            return Decision::Retry(self.backoff.delay(s.retries_done, unit));
+        }
+        // Blips (a 5xx, a dropped connection) are usually gone a moment later:
+        // one quick retry keeps the caller on the model it chose. A rate limit,
+        // an overload or a silent provider will not clear in half a second.
+        match f.kind {
+            ErrorKind::ServerError | ErrorKind::Connection if s.retries_done == 0 => {
+                Decision::Retry(self.backoff.delay(0, unit))
+            }
+            _ => give_up(None),
+        }
+    }
+
+    /// laravel/ai 1.2.1 `withErrorHandling`: two attempts per provider; the
+    /// retry needs a 429 or overloaded status and a `Retry-After` of plain
+    /// integer seconds no larger than 10.
+    fn decide_laravel(&self, s: &Situation<'_>) -> Decision {
+        const MAX_WAIT_SECS: u64 = 10;
+        let f = s.failure;
+        let status = f.status.unwrap_or(0);
+        let busy = status == 429 || s.overloaded_statuses.contains(&status);
+        if busy && s.retries_done < self.max_retries {
+            let plain_int = f
+                .headers
+                .get("retry-after")
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok());
+            if let Some(wait) = plain_int.filter(|w| *w <= MAX_WAIT_SECS) {
+                return Decision::Retry(Duration::from_secs(wait));
+            }
+        }
+        let fail_over = busy
+            || matches!(
+                f.kind,
+                ErrorKind::InsufficientCredits | ErrorKind::Connection | ErrorKind::Timeout
+            );
+        Decision::GiveUp {
+            fail_over,
+            cooldown: None,
+        }
+    }
+
+    /// ruby_llm 1.16 over faraday-retry 2.4.
+    fn decide_ruby_llm(
+        &self,
+        s: &Situation<'_>,
+        max_interval: Option<Duration>,
+        unit: f64,
+    ) -> Decision {
+        const RETRY_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
+        let f = s.failure;
+        let give_up = Decision::GiveUp {
+            fail_over: f.kind.fails_over(),
+            cooldown: None,
+        };
+        let retried_kind = matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection)
+            || f.status.is_some_and(|st| RETRY_STATUSES.contains(&st));
+        if !retried_kind || s.retries_done >= self.max_retries {
+            return give_up;
+        }
+        // faraday-retry: interval * factor**n capped at max_interval, plus
+        // rand * interval_randomness * interval.
+        let b = &self.backoff;
+        let interval = (b.initial * b.multiplier.powi(s.retries_done.min(1000) as i32)).min(b.max)
+            + unit * b.jitter * b.initial;
+        let header = [
+            ruby_header_wait(&f.headers, "retry-after", s.now),
+            ruby_header_wait(&f.headers, "ratelimit-reset", s.now),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+        let max = max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64());
+        let wait = match header {
+            Some(h) if h > max => return give_up,
+            Some(h) if h >= interval => h,
+            _ => interval,
+        };
+        secs(wait).map_or(give_up, Decision::Retry)
+    }
+
+    /// openai-python: 2 retries on 408, 409, 429, >=500, timeouts and
+    /// connection errors; `x-should-retry` overrides the status.
+    fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Decision {
+        const MAX_HINT_SECS: f64 = 120.0;
+        let f = s.failure;
+        let give_up = Decision::GiveUp {
+            fail_over: f.kind.fails_over(),
+            cooldown: None,
+        };
+        if s.retries_done >= self.max_retries {
+            return give_up;
+        }
+        let wanted = match (hints::should_retry(&f.headers), f.status) {
+            (Some(flag), Some(_)) => flag,
+            (_, Some(st)) => matches!(st, 408 | 409 | 429) || st >= 500,
+            (_, None) => matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection),
+        };
+        if !wanted {
+            return give_up;
+        }
+        let hint = python_float_wait(&f.headers, s.now);
+        match hint {
+            Some(v) if v.is_finite() && v > MAX_HINT_SECS => give_up,
+            Some(v) if v > 0.0 && v <= MAX_HINT_SECS => secs(v).map_or(give_up, Decision::Retry),
+            _ => Decision::Retry(self.backoff.delay(s.retries_done, unit)),
+        }
+    }
+}
+
+/// openai-python's `_parse_retry_after_header`: `float(retry-after-ms) / 1000`,
+/// then `float(retry-after)`, then an HTTP-date relative to now.
+fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
+    let float = |v: &str| v.trim().replace('_', "").parse::<f64>().ok();
+    if let Some(ms) = headers.get("retry-after-ms").and_then(float) {
+        return Some(ms / 1000.0);
+    }
+    let value = headers.get("retry-after")?;
+    if let Some(s) = float(value) {
+        return Some(s);
+    }
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    Some(match at.duration_since(now) {
+        Ok(ahead) => ahead.as_secs_f64(),
+        Err(behind) => -behind.duration().as_secs_f64(),
+    })
+}
+
+/// faraday-retry's `parse_retry_header`: an RFC 2822 date minus now, else
+/// Ruby's `String#to_f` (the leading number, or 0.0).
+fn ruby_header_wait(headers: &hints::Headers, name: &str, now: SystemTime) -> Option<f64> {
+    let value = headers.get(name)?;
+    let looks_like_date = value.trim().as_bytes().get(3) == Some(&b',');
+    if looks_like_date {
+        if let Ok(at) = httpdate::parse_http_date(value.trim()) {
+            return Some(match at.duration_since(now) {
+                Ok(ahead) => ahead.as_secs_f64(),
+                Err(behind) => -behind.duration().as_secs_f64(),
+            });
+        }
+    }
+    Some(ruby_to_f(value))
+}
+
+fn ruby_to_f(value: &str) -> f64 {
+    let s = value.trim_start();
+    let bytes = s.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let digits_from = |mut i: usize| {
+        while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let int_end = digits_from(end);
+    end = int_end;
+    if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+        end = digits_from(end + 1);
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut j = end + 1;
+        if matches!(bytes.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let exp_end = digits_from(j);
+        if exp_end > j {
+            end = exp_end;
+        }
+    }
+    s[..end].parse::<f64>().unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::classify::DEFAULT_OVERLOADED_STATUSES;
+    use crate::engine::hints::Headers;
+    use std::time::UNIX_EPOCH;
+
+    const NOW: u64 = 1_750_000_000;
+
+    fn failure(kind: ErrorKind, status: Option<u16>, headers: &[(&str, &str)]) -> Failure {
+        Failure {
+            kind,
+            status,
+            headers: headers.iter().copied().collect::<Headers>(),
+            body: None,
+            message: String::new(),
+            request_id: None,
+        }
+    }
+
+    fn decide(
+        p: &RetryPolicy,
+        f: &Failure,
+        retries_done: u32,
+        is_last: bool,
+        unit: f64,
+    ) -> Decision {
+        let mut overloaded = DEFAULT_OVERLOADED_STATUSES.to_vec();
+        overloaded.push(529);
+        let s = Situation {
+            failure: f,
+            retries_done,
+            is_last,
+            now: UNIX_EPOCH + Duration::from_secs(NOW),
+            overloaded_statuses: &overloaded,
+        };
+        p.decide(&s, unit)
+    }
+
+    fn retry(ms: u64) -> Decision {
+        Decision::Retry(Duration::from_millis(ms))
+    }
+
+    fn fail_over() -> Decision {
+        Decision::GiveUp {
+            fail_over: true,
+            cooldown: None,
+        }
+    }
+
+    fn raise() -> Decision {
+        Decision::GiveUp {
+            fail_over: false,
+            cooldown: None,
+        }
+    }
+
+    use ErrorKind::*;
+
+    #[test]
+    fn backoff_formula() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(0, 0.0), Duration::from_millis(500));
+        assert_eq!(b.delay(1, 0.0), Duration::from_millis(1000));
+        assert_eq!(b.delay(5, 0.0), Duration::from_secs(8));
+        assert_eq!(
+            b.delay(0, 0.5),
+            Duration::from_millis(437) + Duration::from_micros(500)
+        );
+        assert_eq!(b.delay(4000, 0.0), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn default_hint_within_cap_is_slept_then_fails_over() {
+        let p = RetryPolicy::default();
+        let f = failure(RateLimited, Some(429), &[("retry-after", "1")]);
+        assert_eq!(decide(&p, &f, 0, false, 0.0), retry(1000));
+        // The second 429 on a non-last provider fails over.
+        assert_eq!(
+            decide(&p, &f, 1, false, 0.0),
+            Decision::GiveUp {
+                fail_over: true,
+                cooldown: Some(Duration::from_secs(1))
+            }
+        );
+    }
+
+    #[test]
+    fn default_caps_differ_on_the_last_provider() {
+        let p = RetryPolicy::default();
+        let at_cap = failure(RateLimited, Some(429), &[("retry-after", "10")]);
+        assert_eq!(decide(&p, &at_cap, 0, false, 0.0), retry(10_000));
+        let over = failure(RateLimited, Some(429), &[("retry-after", "10.001")]);
+        assert_eq!(
+            decide(&p, &over, 0, false, 0.0),
+            Decision::GiveUp {
+                fail_over: true,
+                cooldown: Some(Duration::from_millis(10_001))
+            }
+        );
+        let on_last = failure(RateLimited, Some(429), &[("retry-after", "60")]);
+        assert_eq!(decide(&p, &on_last, 0, true, 0.0), retry(60_000));
+        assert_eq!(decide(&p, &on_last, 1, true, 0.0), retry(60_000));
+        assert!(matches!(
+            decide(&p, &on_last, 2, true, 0.0),
+            Decision::GiveUp { .. }
+        ));
+        let long = failure(RateLimited, Some(429), &[("retry-after", "300")]);
+        assert!(matches!(
+            decide(&p, &long, 0, true, 0.0),
+            Decision::GiveUp { .. }
+        ));
+    }
+
+    #[test]
+    fn default_without_hint() {
+        let p = RetryPolicy::default();
+        // Server errors and dropped connections get one quick retry, then fail over.
+        for (kind, status) in [(ServerError, Some(500)), (Connection, None)] {
+            let f = failure(kind, status, &[]);
+            assert_eq!(decide(&p, &f, 0, false, 0.0), retry(500), "{kind:?}");
+            assert_eq!(decide(&p, &f, 1, false, 0.0), fail_over(), "{kind:?}");
+        }
+        // Rate limits, overloads and timeouts fail over at once.
+        for (kind, status) in [
+            (RateLimited, Some(429)),
+            (Overloaded, Some(503)),
+            (Timeout, None),
+        ] {
+            assert_eq!(
+                decide(&p, &failure(kind, status, &[]), 0, false, 0.0),
+                fail_over(),
+                "{kind:?}"
+            );
+        }
+        // On the last provider: backoff with jitter, up to max_retries_last.
+        let f = failure(Overloaded, Some(529), &[]);
+        assert_eq!(decide(&p, &f, 0, true, 0.0), retry(500));
+        assert_eq!(
+            decide(&p, &f, 1, true, 0.999_999),
+            Decision::Retry(Backoff::default().delay(1, 0.999_999))
+        );
+        assert_eq!(decide(&p, &f, 1, true, 0.5), retry(875));
+        assert_eq!(decide(&p, &f, 2, true, 0.0), fail_over());
+    }
+
+    #[test]
+    fn default_non_retryable_and_should_retry_false() {
+        let p = RetryPolicy::default();
+        assert_eq!(
+            decide(
+                &p,
+                &failure(BadRequest, Some(400), &[("retry-after", "1")]),
+                0,
+                false,
+                0.0
+            ),
+            Decision::GiveUp {
+                fail_over: false,
+                cooldown: Some(Duration::from_secs(1))
+            }
+        );
+        assert_eq!(
+            decide(&p, &failure(Auth, Some(401), &[]), 0, false, 0.0),
+            raise()
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(InsufficientCredits, Some(402), &[]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(TooLarge, Some(400), &[]), 0, true, 0.0),
+            fail_over()
+        );
+        let no = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after", "1"), ("x-should-retry", "false")],
+        );
+        assert!(matches!(
+            decide(&p, &no, 0, true, 0.0),
+            Decision::GiveUp {
+                fail_over: true,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn laravel_preset() {
+        let p = RetryPolicy::laravel();
+        let ok = failure(RateLimited, Some(429), &[("retry-after", "1")]);
+        assert_eq!(decide(&p, &ok, 0, false, 0.0), retry(1000));
+        assert_eq!(decide(&p, &ok, 1, false, 0.0), fail_over());
+        assert_eq!(
+            decide(
+                &p,
+                &failure(Overloaded, Some(503), &[("retry-after", "10")]),
+                0,
+                true,
+                0.0
+            ),
+            retry(10_000)
+        );
+        for value in ["1.5", "11", "Sun, 06 Nov 2094 08:49:37 GMT", "", " 1", "-1"] {
+            let f = failure(RateLimited, Some(429), &[("retry-after", value)]);
+            assert_eq!(decide(&p, &f, 0, false, 0.0), fail_over(), "{value:?}");
+        }
+        assert_eq!(
+            decide(
+                &p,
+                &failure(RateLimited, Some(429), &[("retry-after-ms", "5")]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(InsufficientCredits, Some(402), &[]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(Connection, None, &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(ServerError, Some(500), &[("retry-after", "1")]),
+                0,
+                false,
+                0.0
+            ),
+            raise()
+        );
+        assert_eq!(
+            decide(&p, &failure(TooLarge, Some(400), &[]), 0, false, 0.0),
+            raise()
+        );
+    }
+
+    #[test]
+    fn ruby_llm_preset() {
+        let p = RetryPolicy::ruby_llm(None);
+        let f = failure(ServerError, Some(500), &[]);
+        assert_eq!(decide(&p, &f, 0, false, 0.0), retry(100));
+        assert_eq!(decide(&p, &f, 2, false, 0.0), retry(400));
+        assert_eq!(decide(&p, &f, 0, false, 0.5), retry(125));
+        assert_eq!(decide(&p, &f, 3, false, 0.0), fail_over());
+        // 501 and 400 are not retried.
+        assert_eq!(
+            decide(&p, &failure(ServerError, Some(501), &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(BadRequest, Some(400), &[]), 0, false, 0.0),
+            raise()
+        );
+        // The larger of Retry-After and RateLimit-Reset, then of that and the backoff.
+        let both = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after", "2"), ("ratelimit-reset", "5")],
+        );
+        assert_eq!(decide(&p, &both, 0, false, 0.0), retry(5000));
+        let tiny = failure(RateLimited, Some(429), &[("retry-after", "0.05")]);
+        assert_eq!(decide(&p, &tiny, 0, false, 0.0), retry(100));
+        // Ruby's to_f: "1.5abc" is 1.5, "abc" is 0.0.
+        assert_eq!(
+            decide(
+                &p,
+                &failure(RateLimited, Some(429), &[("retry-after", "1.5abc")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(1500)
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(RateLimited, Some(429), &[("retry-after", "abc")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(100)
+        );
+        // Unbounded by default: a long Retry-After is slept (the deadline still applies).
+        assert_eq!(
+            decide(
+                &p,
+                &failure(RateLimited, Some(429), &[("retry-after", "300")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(300_000)
+        );
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 30));
+        assert_eq!(
+            decide(
+                &p,
+                &failure(Overloaded, Some(529), &[("retry-after", &date)]),
+                0,
+                false,
+                0.0
+            ),
+            retry(30_000)
+        );
+        // With max_interval = 30: a header wait above it gives up at once; backoff is capped.
+        let capped = RetryPolicy::ruby_llm(Some(Duration::from_secs(30)));
+        assert_eq!(
+            decide(
+                &capped,
+                &failure(RateLimited, Some(429), &[("retry-after", "31")]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        assert_eq!(
+            decide(
+                &capped,
+                &failure(RateLimited, Some(429), &[("retry-after", "30")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(30_000)
+        );
+        assert_eq!(
+            decide(&capped, &failure(Timeout, None, &[]), 10, false, 0.0),
+            fail_over()
+        );
+        let tiny_cap = RetryPolicy::ruby_llm(Some(Duration::from_millis(150)));
+        assert_eq!(decide(&tiny_cap, &f, 2, false, 0.0), retry(150));
+    }
+
+    #[test]
+    fn openai_preset() {
+        let p = RetryPolicy::openai();
+        let hint = |v: &str| failure(RateLimited, Some(429), &[("retry-after", v)]);
+        assert_eq!(decide(&p, &hint("120"), 0, false, 0.0), retry(120_000));
+        assert_eq!(decide(&p, &hint("121"), 0, false, 0.0), fail_over());
+        assert_eq!(decide(&p, &hint("1.5"), 0, false, 0.0), retry(1500));
+        // 0, negative, inf and nan fall back to the backoff.
+        for v in ["0", "-3", "inf", "nan", "soon"] {
+            assert_eq!(decide(&p, &hint(v), 0, false, 0.0), retry(500), "{v}");
+        }
+        assert_eq!(decide(&p, &hint("0"), 1, false, 0.0), retry(1000));
+        assert_eq!(decide(&p, &hint("0"), 2, false, 0.0), fail_over());
+        // A finite value above 120 is never retried, even with x-should-retry: true.
+        let forced = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after", "121"), ("x-should-retry", "true")],
+        );
+        assert_eq!(decide(&p, &forced, 0, false, 0.0), fail_over());
+        let ms = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after-ms", "250"), ("retry-after", "9")],
+        );
+        assert_eq!(decide(&p, &ms, 0, false, 0.0), retry(250));
+        // x-should-retry overrides the status both ways.
+        assert_eq!(
+            decide(
+                &p,
+                &failure(BadRequest, Some(400), &[("x-should-retry", "true")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(500)
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(ServerError, Some(500), &[("x-should-retry", "false")]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        for status in [408, 409, 429, 500, 503, 529] {
+            assert!(
+                matches!(
+                    decide(&p, &failure(BadRequest, Some(status), &[]), 0, false, 0.0),
+                    Decision::Retry(_)
+                ),
+                "{status}"
+            );
+        }
+        assert_eq!(
+            decide(&p, &failure(BadRequest, Some(404), &[]), 0, false, 0.0),
+            raise()
+        );
+        assert_eq!(
+            decide(&p, &failure(Connection, None, &[]), 0, false, 0.0),
+            retry(500)
+        );
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 30));
+        assert_eq!(decide(&p, &hint(&date), 0, false, 0.0), retry(30_000));
+    }
+
+    #[test]
+    fn ruby_to_f_matches_ruby() {
+        assert_eq!(ruby_to_f("12abc"), 12.0);
+        assert_eq!(ruby_to_f(" -3.5"), -3.5);
+        assert_eq!(ruby_to_f("1e2"), 100.0);
+        assert_eq!(ruby_to_f("1e"), 1.0);
+        assert_eq!(ruby_to_f(""), 0.0);
+        assert!(ruby_to_f("1e999").is_infinite());
+    }
+}

@@ -1,0 +1,290 @@
+//! Wire formats: build a request, parse a response, classify an error body.
+//! One module per format; nothing here decides about retries.
+
+mod anthropic;
+mod openai;
+
+use serde_json::{Map, Value};
+
+use crate::engine::classify::{classify_status, parse_error_body};
+use crate::engine::{ErrorKind, Failure, Headers};
+use crate::http::{HttpRequest, HttpResponse};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// Chat Completions: OpenAI and the OpenAI-compatible family.
+    OpenAI,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Wire {
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "openai" => Some(Self::OpenAI),
+            "anthropic" => Some(Self::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// One configured provider.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub wire: Wire,
+    pub model: String,
+    /// Includes the version segment: `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub overloaded_statuses: Vec<u16>,
+    /// `max_completion_tokens` for OpenAI itself, `max_tokens` for the rest.
+    pub max_tokens_field: String,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("wire", &self.wire)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// One chat call, independent of the wire format.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    /// `{"role": ..., "content": ...}` objects; content passes through as given.
+    pub messages: Vec<Value>,
+    pub system: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    /// Overrides the provider's model for this call.
+    pub model: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatResponse {
+    pub text: String,
+    pub model: Option<String>,
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+    pub request_id: Option<String>,
+    /// The response body as received (valid UTF-8 JSON).
+    pub raw: String,
+}
+
+pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
+    let model = request.model.as_deref().unwrap_or(&provider.model);
+    let (path, body, mut secret_headers, mut headers) = match provider.wire {
+        Wire::OpenAI => openai::build(provider, model, request),
+        Wire::Anthropic => anthropic::build(provider, model, request),
+    };
+    headers.push(("content-type".into(), "application/json".into()));
+    headers.push(("accept".into(), "application/json".into()));
+    for (name, value) in &provider.headers {
+        // A user header that looks like a credential is kept out of messages too.
+        let lower = name.to_ascii_lowercase();
+        if lower.contains("key") || lower.contains("auth") || lower.contains("token") {
+            secret_headers.push((name.clone(), value.clone()));
+        } else {
+            headers.push((name.clone(), value.clone()));
+        }
+    }
+    HttpRequest {
+        url: format!("{}{}", provider.base_url.trim_end_matches('/'), path),
+        headers,
+        secret_headers,
+        body: serde_json::to_vec(&body).unwrap_or_default(),
+    }
+}
+
+/// A response -> the answer, or the failure it describes.
+pub fn parse_response(
+    provider: &ProviderConfig,
+    response: HttpResponse,
+) -> Result<ChatResponse, Failure> {
+    let request_id = request_id(provider.wire, &response.headers);
+    if !(200..300).contains(&response.status) {
+        return Err(error_failure(provider, response, request_id));
+    }
+    let malformed = |why: String, response: &HttpResponse| Failure {
+        kind: ErrorKind::ServerError,
+        status: Some(response.status),
+        headers: response.headers.clone(),
+        body: Some(redact(provider, &String::from_utf8_lossy(&response.body))),
+        message: format!("malformed response body from {}: {why}", provider.name),
+        request_id: request_id.clone(),
+    };
+    let json: Map<String, Value> = match serde_json::from_slice(&response.body) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => return Err(malformed("expected a JSON object".into(), &response)),
+        Err(e) => return Err(malformed(e.to_string(), &response)),
+    };
+    let parsed = match provider.wire {
+        Wire::OpenAI => openai::parse(&json),
+        Wire::Anthropic => anthropic::parse(&json),
+    };
+    match parsed {
+        Ok(mut answer) => {
+            answer.request_id =
+                request_id.or_else(|| json.get("id").and_then(Value::as_str).map(str::to_string));
+            // from_slice succeeded, so the body is valid UTF-8.
+            answer.raw = String::from_utf8(response.body).unwrap_or_default();
+            Ok(answer)
+        }
+        Err(why) => Err(malformed(why, &response)),
+    }
+}
+
+fn request_id(wire: Wire, headers: &Headers) -> Option<String> {
+    let name = match wire {
+        Wire::OpenAI => "x-request-id",
+        Wire::Anthropic => "request-id",
+    };
+    headers
+        .get(name)
+        .or_else(|| headers.get("x-request-id"))
+        .map(str::to_string)
+}
+
+fn error_failure(
+    provider: &ProviderConfig,
+    response: HttpResponse,
+    request_id: Option<String>,
+) -> Failure {
+    let text = redact(provider, &String::from_utf8_lossy(&response.body));
+    let parsed = parse_error_body(&text);
+    let kind = classify_status(response.status, &parsed, &provider.overloaded_statuses);
+    let message = match parsed.message {
+        Some(m) => format!("{} returned {}: {m}", provider.name, response.status),
+        None => format!("{} returned {}", provider.name, response.status),
+    };
+    Failure {
+        kind,
+        status: Some(response.status),
+        headers: response.headers,
+        body: Some(text),
+        message,
+        request_id,
+    }
+}
+
+/// Removes the provider's key from text a provider sent back.
+fn redact(provider: &ProviderConfig, text: &str) -> String {
+    match &provider.api_key {
+        Some(key) if key.len() >= 4 && text.contains(key.as_str()) => {
+            text.replace(key.as_str(), "<redacted>")
+        }
+        _ => text.to_string(),
+    }
+}
+
+fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {
+    path.iter().try_fold(value, |v, key| v.get(key))?.as_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn provider(wire: Wire) -> ProviderConfig {
+        ProviderConfig {
+            name: "p".into(),
+            wire,
+            model: "m-1".into(),
+            base_url: "http://127.0.0.1:9/v1/".into(),
+            api_key: Some("sk-secret-123".into()),
+            headers: vec![
+                ("X-Trace".into(), "t".into()),
+                ("X-Custom-Key".into(), "k".into()),
+            ],
+            overloaded_statuses: vec![503, 529],
+            max_tokens_field: "max_tokens".into(),
+        }
+    }
+
+    fn response(status: u16, body: &[u8]) -> HttpResponse {
+        let mut headers = Headers::new();
+        headers.push("x-request-id", "req-1");
+        HttpResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_server_errors() {
+        let p = provider(Wire::OpenAI);
+        for body in [
+            &b"{\"choices\": ["[..],
+            b"not json",
+            b"[]",
+            b"\xff\xfe{}",
+            b"{}",
+            b"{\"choices\":[{\"message\":{\"content\":5}}]}",
+        ] {
+            let f = parse_response(&p, response(200, body)).unwrap_err();
+            assert_eq!(f.kind, ErrorKind::ServerError, "{body:?}");
+            assert!(
+                f.message.contains("malformed response body"),
+                "{}",
+                f.message
+            );
+        }
+    }
+
+    #[test]
+    fn error_bodies_are_classified_and_keys_redacted() {
+        let p = provider(Wire::OpenAI);
+        let f = parse_response(
+            &p,
+            response(
+                401,
+                br#"{"error":{"message":"Incorrect API key provided: sk-secret-123"}}"#,
+            ),
+        )
+        .unwrap_err();
+        assert_eq!(f.kind, ErrorKind::Auth);
+        assert!(
+            !f.message.contains("sk-secret-123")
+                && !f.body.as_deref().unwrap().contains("sk-secret-123")
+        );
+        assert_eq!(f.request_id.as_deref(), Some("req-1"));
+        let f = parse_response(&p, response(529, b"")).unwrap_err();
+        assert_eq!(
+            (f.kind, f.message.as_str()),
+            (ErrorKind::Overloaded, "p returned 529")
+        );
+    }
+
+    #[test]
+    fn url_and_headers() {
+        let p = provider(Wire::OpenAI);
+        let r = build_request(&p, &ChatRequest::default());
+        assert_eq!(r.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert!(r.headers.iter().any(|(n, v)| n == "X-Trace" && v == "t"));
+        assert!(r.secret_headers.iter().any(|(n, _)| n == "X-Custom-Key"));
+        assert!(r
+            .secret_headers
+            .iter()
+            .any(|(n, v)| n == "authorization" && v == "Bearer sk-secret-123"));
+        assert!(!r.headers.iter().any(|(_, v)| v.contains("sk-secret")));
+        let dbg = format!("{p:?}");
+        assert!(!dbg.contains("sk-secret"), "{dbg}");
+    }
+}

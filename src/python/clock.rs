@@ -1,0 +1,153 @@
+//! Sleepers from Python: the real clock, the virtual clock behind
+//! `failover.testing.FakeSleeper`, or any callable.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pyo3::prelude::*;
+
+use crate::engine::clock::SleepFuture;
+use crate::engine::{Clock, ManualClock, TokioClock};
+
+/// A virtual clock: sleeps are recorded and return at once; time moves only
+/// by them. The deadline and HTTP-date hints are measured on it.
+#[pyclass(frozen, module = "failover._native")]
+pub struct VirtualClock {
+    pub(crate) clock: ManualClock,
+}
+
+#[pymethods]
+impl VirtualClock {
+    #[new]
+    fn new() -> Self {
+        Self {
+            clock: ManualClock::new(),
+        }
+    }
+
+    /// Every sleep requested so far, in seconds.
+    #[getter]
+    fn sleeps(&self) -> Vec<f64> {
+        self.clock
+            .sleeps()
+            .iter()
+            .map(Duration::as_secs_f64)
+            .collect()
+    }
+
+    /// The virtual wall time, in Unix seconds.
+    fn time(&self) -> f64 {
+        self.clock
+            .wall()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    }
+
+    /// Records a sleep and moves the clock, at once.
+    fn sleep(&self, seconds: f64) {
+        let duration = crate::engine::hints::secs(seconds).unwrap_or(Duration::ZERO);
+        drop(self.clock.sleep(duration));
+    }
+
+    fn clear(&self) {
+        self.clock.clear();
+    }
+}
+
+/// A Python callable as the sleeper: `sleeper(seconds)`; on async calls an
+/// awaitable it returns is awaited. Time itself is real.
+pub struct CallableClock {
+    callable: Arc<Py<PyAny>>,
+    origin: Instant,
+    in_asyncio: bool,
+}
+
+impl Clock for CallableClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn sleep(&self, duration: Duration) -> SleepFuture {
+        let callable = Arc::clone(&self.callable);
+        let in_asyncio = self.in_asyncio;
+        Box::pin(async move {
+            let awaitable = Python::attach(|py| {
+                let result = callable
+                    .call1(py, (duration.as_secs_f64(),))?
+                    .into_bound(py);
+                if in_asyncio && result.hasattr("__await__")? {
+                    pyo3_async_runtimes::tokio::into_future(result).map(Some)
+                } else {
+                    Ok(None)
+                }
+            });
+            let outcome = match awaitable {
+                Ok(Some(fut)) => fut.await.map(drop),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                // A broken sleeper must not end the call; Python reports it.
+                Python::attach(|py| e.write_unraisable(py, None));
+            }
+        })
+    }
+}
+
+/// The clock of one call.
+pub enum CallClock {
+    Real(TokioClock),
+    Virtual(ManualClock),
+    Callable(CallableClock),
+}
+
+impl CallClock {
+    pub fn from_sleeper(sleeper: Option<&Bound<'_, PyAny>>, in_asyncio: bool) -> PyResult<Self> {
+        let Some(sleeper) = sleeper else {
+            return Ok(Self::Real(TokioClock::new()));
+        };
+        if let Ok(virtual_clock) = sleeper.cast::<VirtualClock>() {
+            return Ok(Self::Virtual(virtual_clock.get().clock.clone()));
+        }
+        if !sleeper.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "sleeper must be None, a FakeSleeper or a callable taking seconds",
+            ));
+        }
+        Ok(Self::Callable(CallableClock {
+            callable: Arc::new(sleeper.clone().unbind()),
+            origin: Instant::now(),
+            in_asyncio,
+        }))
+    }
+}
+
+impl Clock for CallClock {
+    fn now(&self) -> Duration {
+        match self {
+            Self::Real(c) => c.now(),
+            Self::Virtual(c) => c.now(),
+            Self::Callable(c) => c.now(),
+        }
+    }
+
+    fn wall(&self) -> SystemTime {
+        match self {
+            Self::Real(c) => c.wall(),
+            Self::Virtual(c) => c.wall(),
+            Self::Callable(c) => c.wall(),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) -> SleepFuture {
+        match self {
+            Self::Real(c) => c.sleep(duration),
+            Self::Virtual(c) => c.sleep(duration),
+            Self::Callable(c) => c.sleep(duration),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! `failover.testing.MockServer`'s native half.
+
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::mock::{Fault, MockServer, ScriptedResponse};
+
+#[pyclass(frozen, module = "failover._native")]
+pub struct NativeMockServer {
+    server: MockServer,
+}
+
+fn parse_fault(fault: Option<&str>) -> PyResult<Option<Fault>> {
+    let Some(fault) = fault else { return Ok(None) };
+    match fault {
+        "reset" => Ok(Some(Fault::Reset)),
+        "hang" => Ok(Some(Fault::Hang)),
+        other => match other.strip_prefix("cut:").and_then(|n| n.parse().ok()) {
+            Some(n) => Ok(Some(Fault::CutAfterEvents(n))),
+            None => Err(PyValueError::new_err(format!(
+                "unknown fault {other:?}: use \"reset\", \"hang\" or \"cut:N\""
+            ))),
+        },
+    }
+}
+
+#[pymethods]
+impl NativeMockServer {
+    #[new]
+    fn new() -> PyResult<Self> {
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let server = MockServer::start(runtime.handle())
+            .map_err(|e| PyRuntimeError::new_err(format!("MockServer could not start: {e}")))?;
+        Ok(Self { server })
+    }
+
+    #[getter]
+    fn url(&self) -> String {
+        self.server.url()
+    }
+
+    #[pyo3(signature = (status, headers, body, sse, delay, fault))]
+    fn push(
+        &self,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        sse: Option<Vec<String>>,
+        delay: f64,
+        fault: Option<&str>,
+    ) -> PyResult<()> {
+        let delay = crate::engine::hints::secs(delay).ok_or_else(|| {
+            PyValueError::new_err("delay must be a finite number of seconds >= 0")
+        })?;
+        let mut response = ScriptedResponse::new(status);
+        response.headers = headers;
+        response.body = body;
+        response.sse = sse;
+        response.delay = delay.min(Duration::from_secs(3600));
+        response.fault = parse_fault(fault)?;
+        self.server.push(response);
+        Ok(())
+    }
+
+    /// `(method, path, headers, body)` of every request so far.
+    #[allow(clippy::type_complexity)]
+    fn requests<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Vec<(String, String, Vec<(String, String)>, Bound<'py, PyBytes>)> {
+        self.server
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.path, r.headers, PyBytes::new(py, &r.body)))
+            .collect()
+    }
+
+    #[getter]
+    fn pending(&self) -> usize {
+        self.server.pending()
+    }
+
+    fn close(&self) {
+        self.server.close();
+    }
+}

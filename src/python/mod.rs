@@ -1,0 +1,38 @@
+//! pyo3 bindings: the private `failover._native` module. No engine logic
+//! lives here: this file converts between Python and Rust, and runs the one
+//! engine future either blocking (GIL released, Ctrl-C checked) or as an
+//! asyncio awaitable.
+
+mod client;
+mod clock;
+mod mock;
+
+use pyo3::prelude::*;
+
+use crate::engine::hints::{self, Headers};
+
+/// `failover.retry_after()`, after the Python side normalised its arguments.
+#[pyfunction]
+#[pyo3(signature = (headers, body=None, now=None))]
+fn retry_after(
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    now: Option<f64>,
+) -> Option<f64> {
+    let headers: Headers = headers.into_iter().collect();
+    let now = match now.and_then(hints::secs) {
+        Some(since_epoch) => std::time::UNIX_EPOCH + since_epoch,
+        None => std::time::SystemTime::now(),
+    };
+    hints::retry_after(&headers, body.as_deref(), now).map(|d| d.as_secs_f64())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(retry_after, m)?)?;
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<clock::VirtualClock>()?;
+    m.add_class::<mock::NativeMockServer>()?;
+    Ok(())
+}
