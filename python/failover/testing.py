@@ -27,7 +27,7 @@ __all__ = ["FakeSleeper", "MockServer", "RecordedRequest", "fake_sleep"]
 class FakeSleeper:
     """Records each requested sleep and returns at once, moving a virtual clock.
 
-    The clock starts at the real time when the FakeSleeper is made and moves
+    The clock starts at the real time (whole seconds) when the FakeSleeper is made and moves
     only by the sleeps; HTTP-dates, reset times and the deadline are measured
     against it.
     """

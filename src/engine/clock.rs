@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub type SleepFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -77,9 +77,11 @@ impl ManualClock {
         }
     }
 
-    /// A clock whose wall time starts now.
+    /// A clock whose wall time starts now, truncated to the whole second so
+    /// that HTTP-date hints (whole seconds) give whole-second waits.
     pub fn new() -> Self {
-        Self::starting_at(SystemTime::now())
+        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Self::starting_at(UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs()))
     }
 
     pub fn sleeps(&self) -> Vec<Duration> {

@@ -1,0 +1,57 @@
+# The two commands of the README: `make demo` and `make test`.
+# Everything is installed into .venv from the package registries.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all demo test test-rust test-python develop release lint fmt bench clean
+
+all: test
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6"
+	touch $@
+
+# Builds the extension into python/failover (editable install, fast dev profile).
+develop: $(VENV)/.installed
+	$(VENV)/bin/maturin develop -q --profile dev
+
+# Optimised build, for the demo and the benchmarks.
+release: $(VENV)/.installed
+	$(VENV)/bin/maturin develop -q --release
+
+demo: release
+	$(PY) -m failover demo
+
+test-rust:
+	cargo test --quiet
+
+test-python: develop
+	$(PY) -m pytest -q
+
+test: test-rust test-python
+
+lint: $(VENV)/.installed
+	$(PY) -m pip install -q "ruff>=0.6" "mypy>=1.10"
+	cargo fmt --check
+	cargo clippy --all-targets --features python -- -D warnings
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest failover._native
+
+fmt:
+	cargo fmt
+	$(VENV)/bin/ruff format python tests bench
+
+bench: release
+	$(PY) -m pip install -q -r bench/requirements.txt
+	$(PY) bench/run.py
+
+clean:
+	rm -rf target $(VENV) python/failover/*.so
