@@ -1,0 +1,125 @@
+"""Bad input from a provider ends in a typed FailoverError: never a panic, a
+hang or a wrong answer."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import anthropic, openai
+
+import failover
+from failover.testing import FakeSleeper
+
+SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"choices": [{"message": {"content": "Hel',
+        b"<html>502 Bad Gateway</html>",
+        b"",
+        b"[]",
+        b"\xff\xfe\x00garbage",
+        b'{"choices": [{"message": {"content": "\xff\xfe"}}]}',
+        b'{"choices": []}',
+        b'{"choices": [{"message": {"content": {"nested": 1}}}]}',
+        b"null",
+    ],
+    ids=[
+        "truncated-json",
+        "html",
+        "empty",
+        "array",
+        "invalid-utf8",
+        "invalid-utf8-in-string",
+        "no-choices",
+        "content-not-text",
+        "null",
+    ],
+)
+def test_a_malformed_success_is_a_server_error(mock_server, call, body):
+    mock_server.push(200, headers={"content-type": "application/json"}, body=body)
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ServerError, match="malformed response body"):
+        call(client)
+
+
+def test_a_malformed_success_is_retried_and_failed_over(mock_server, backup_server, call):
+    mock_server.push(200, body=b"{not json")
+    mock_server.push(200, body=b"{not json")
+    backup_server.push_text("clean")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+    )
+    assert call(client).text == "clean"
+    assert len(sleeper.sleeps) == 1
+
+
+def test_a_body_cut_short_is_a_server_error(mock_server, call):
+    mock_server.push(200, json={"choices": [{"message": {"content": "x" * 500}}]}, fault="cut:40")
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ServerError, match="cut short"):
+        call(client)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1e308", "9" * 400, "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT", "1" * 5000],
+)
+def test_absurd_retry_after_values_are_no_hint(mock_server, backup_server, call, value):
+    mock_server.push(429, headers={"retry-after": value, "retry-after-ms": value})
+    backup_server.push_text("backup")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+    )
+    assert call(client).provider == "b"
+    sleeper.assert_never_slept()
+
+
+def test_a_huge_hint_on_the_last_provider_is_raised_not_slept(mock_server, call):
+    mock_server.push(429, headers={"retry-after": "99999999999"})
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    with pytest.raises(failover.RateLimited) as info:
+        call(client)
+    assert info.value.retry_after == 99999999999.0
+    sleeper.assert_never_slept()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (500, b"\xff\xfe not utf8", failover.ServerError),
+        (429, b'{"error": "a string, not an object"}', failover.RateLimited),
+        (400, b'{"error": {"code": null, "message": null}}', failover.BadRequest),
+        (400, b'{"error": {"code": 1300}}', failover.BadRequest),
+        (418, b"", failover.BadRequest),
+        (599, b"{", failover.ServerError),
+    ],
+)
+def test_odd_error_bodies_are_classified(mock_server, call, status, body, expected):
+    mock_server.push(status, body=body)
+    client = failover.Client({"a": anthropic(mock_server)}, retry=SINGLE_TRY, sleeper=FakeSleeper())
+    with pytest.raises(expected) as info:
+        call(client)
+    assert type(info.value) is expected
+    assert info.value.status == status
+
+
+def test_an_unscripted_request_gets_a_500_that_says_so(mock_server, call):
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ServerError, match="no scripted response"):
+        call(client)
+
+
+def test_messages_that_cannot_be_json_are_refused(mock_server):
+    client = failover.Client({"a": openai(mock_server)})
+    with pytest.raises(TypeError):
+        client.prompt([{"role": "user", "content": object()}])
+    with pytest.raises(ValueError):
+        client.prompt([{"role": "user", "content": float("nan")}])
+    with pytest.raises(failover.ConfigurationError):
+        client.prompt(["not a dict"])  # type: ignore[list-item]
+    assert mock_server.requests == []

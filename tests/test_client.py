@@ -1,0 +1,329 @@
+"""The Client's configuration, keys, events, logging and the two faces."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from conftest import KEY, anthropic, openai
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+
+def test_request_shapes_and_response_fields(mock_server, backup_server, call):
+    mock_server.push_text("Hello from Claude", wire="anthropic", headers={"request-id": "req_1"})
+    client = failover.Client({"claude": anthropic(mock_server), "gpt": openai(backup_server)})
+
+    r = call(
+        client,
+        [{"role": "system", "content": "Be brief"}, {"role": "user", "content": "Hi"}],
+        provider="claude",
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        temperature=0.3,
+    )
+
+    assert (r.text, r.provider, r.finish_reason, r.request_id) == (
+        "Hello from Claude",
+        "claude",
+        "end_turn",
+        "req_1",
+    )
+    assert r.usage == failover.Usage(12, 3, 0, 0, None)
+    assert r.raw["id"] == "msg_mock"
+    sent = mock_server.requests[0]
+    assert sent.path == "/messages"
+    assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.json == {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 50,
+        "system": "Be brief",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "temperature": 0.3,
+    }
+    assert backup_server.requests == []
+
+
+def test_openai_request_shape(mock_server, call):
+    mock_server.push_text("4", headers={"x-request-id": "req_abc"})
+    client = failover.Client(
+        {"gpt": failover.OpenAI(model="gpt-4.1-mini", api_key=KEY, base_url=mock_server.url)}
+    )
+
+    r = call(client, "2+2?", system="Answer with a number", max_tokens=5)
+
+    assert (r.text, r.request_id, r.model) == ("4", "req_abc", "gpt-4.1-mini-2025-04-14")
+    sent = mock_server.requests[0]
+    assert sent.path == "/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.json == {
+        "model": "gpt-4.1-mini",
+        "messages": [
+            {"role": "system", "content": "Answer with a number"},
+            {"role": "user", "content": "2+2?"},
+        ],
+        "max_completion_tokens": 5,
+    }
+
+
+def test_provider_selection_and_duplicate_drivers(mock_server, backup_server):
+    backup_server.push_text("second")
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server, headers={"X-Team": "ml"})}
+    )
+    r = client.prompt("Hi", provider=["b"])
+    assert r.provider == "b"
+    assert backup_server.requests[0].headers["x-team"] == "ml"
+    assert mock_server.requests == []
+    with pytest.raises(failover.ConfigurationError, match="unknown provider"):
+        client.prompt("Hi", provider="nope")
+    with pytest.raises(failover.ConfigurationError, match="single provider"):
+        client.prompt("Hi", model="x")
+
+
+def test_missing_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(failover.ConfigurationError, match="ANTHROPIC_API_KEY"):
+        failover.Client({"c": failover.Anthropic(model="claude-haiku-4-5")})
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    client = failover.Client({"g": failover.OpenAI(model="gpt-4.1-mini")})
+    assert client.providers["g"].base_url == "https://api.openai.com/v1"
+
+
+def test_a_key_is_never_sent_over_plain_http_to_a_remote_host():
+    remote = failover.OpenAICompatible(
+        model="m", base_url="http://llm.example.com/v1", api_key=KEY
+    )
+    with pytest.raises(failover.ConfigurationError, match="allow_insecure") as info:
+        failover.Client({"r": remote})
+    assert KEY not in str(info.value)
+    allowed = failover.OpenAICompatible(
+        model="m", base_url="http://llm.example.com/v1", api_key=KEY, allow_insecure=True
+    )
+    failover.Client({"r": allowed})
+    # Loopback is fine, and so is a keyless server.
+    failover.Client({"l": failover.OpenAICompatible(model="m", base_url="http://[::1]:8000")})
+
+
+def test_keys_never_leak_into_reprs_errors_events_or_logs(mock_server, caplog):
+    echo = {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
+    mock_server.push(401, json=echo)
+    events: list[object] = []
+    provider = anthropic(mock_server)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+
+    texts = [repr(provider), repr(client), str(info.value), repr(info.value), info.value.body]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    assert caplog.records, "the failure is logged"
+    for text in texts:
+        assert KEY not in (text or ""), text
+
+
+def test_events_share_a_call_id_and_are_logged(mock_server, backup_server, caplog):
+    mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})
+    mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})
+    backup_server.push_text("ok")
+    events: list[object] = []
+    caplog.set_level(logging.INFO, logger="failover")
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        sleeper=FakeSleeper(),
+        on_event=events.append,
+    )
+
+    r = client.prompt("Hi")
+
+    assert [type(e).__name__ for e in events] == ["RetryScheduled", "FailedOver"]
+    assert {e.call_id for e in events} == {r.call_id}
+    messages = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.INFO]
+    assert any("retrying a in 1.000s" in m for m in messages), messages
+    assert any("failing over from a to b" in m for m in messages), messages
+
+
+def test_a_failing_event_hook_does_not_break_the_call(mock_server, caplog):
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push_text("ok")
+
+    def hook(event: object) -> None:
+        raise RuntimeError("hook broke")
+
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
+    assert client.prompt("Hi").text == "ok"
+    assert any("on_event hook raised" in r.getMessage() for r in caplog.records)
+
+
+def test_per_call_retry_policy_and_timeout(mock_server, call):
+    mock_server.push(500)
+    mock_server.push(500)
+    mock_server.push(500)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+
+    with pytest.raises(failover.ServerError):
+        call(client, retry=failover.RetryPolicy.openai())
+    assert len(sleeper.sleeps) == 2 and len(mock_server.requests) == 3
+
+
+def test_timeout_raises_provider_timeout(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client(
+        {"a": openai(mock_server)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+        sleeper=FakeSleeper(),
+    )
+    with pytest.raises(failover.ProviderTimeout) as info:
+        call(client, timeout=0.2)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.attempts[0].kind == "timeout"
+
+
+def test_deadline_cutting_an_attempt_short_is_deadline_exceeded(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), timeout=30)
+    with pytest.raises(failover.DeadlineExceeded) as info:
+        call(client, deadline=0.2)
+    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value.__cause__, failover.ProviderTimeout)
+    assert len(info.value.attempts) == 1
+
+
+def test_a_reset_connection_is_retried_once_then_fails_over(mock_server, backup_server, call):
+    mock_server.push(fault="reset")
+    mock_server.push(fault="reset")
+    backup_server.push_text("ok")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+    )
+    r = call(client)
+    assert r.provider == "b"
+    assert [a.kind for a in r.attempts] == ["connection", "connection", None]
+    assert len(sleeper.sleeps) == 1
+
+
+def test_refused_connection_is_a_connection_error(call):
+    with MockServer() as server:
+        url = server.url
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=url)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    with pytest.raises(failover.ProviderConnectionError) as info:
+        call(client)
+    assert not isinstance(info.value, failover.ProviderTimeout)
+
+
+def test_callable_sleepers(mock_server):
+    slept: list[float] = []
+    mock_server.push(503, headers={"retry-after": "2"})
+    mock_server.push_text("ok")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=slept.append)
+    assert client.prompt("Hi").text == "ok"
+    assert slept == [2.0]
+
+    awaited: list[float] = []
+
+    async def async_sleeper(seconds: float) -> None:
+        await asyncio.sleep(0)
+        awaited.append(seconds)
+
+    mock_server.push(503, headers={"retry-after": "3"})
+    mock_server.push_text("ok")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=async_sleeper)
+    assert asyncio.run(client.prompt_async("Hi")).text == "ok"
+    assert awaited == [3.0]
+
+
+def test_cancelling_an_asyncio_task_cancels_the_call(mock_server):
+    mock_server.push(fault="hang")
+    client = failover.Client({"a": openai(mock_server)}, timeout=30)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    # The engine is free for the next call.
+    mock_server.push_text("after")
+    assert client.prompt("Hi").text == "after"
+
+
+def test_the_gil_is_released_while_rust_waits(mock_server):
+    mock_server.push_text("slow", delay=0.5)
+    client = failover.Client({"a": openai(mock_server)})
+    result: list[str] = []
+    worker = threading.Thread(target=lambda: result.append(client.prompt("Hi").text))
+    worker.start()
+    spins = 0
+    while worker.is_alive():
+        spins += 1
+    worker.join()
+    assert result == ["slow"]
+    # Had the call held the GIL, this thread could not have run meanwhile.
+    assert spins > 10_000
+
+
+def test_ctrl_c_interrupts_a_blocking_call(mock_server):
+    mock_server.push(fault="hang")
+    script = textwrap.dedent(
+        f"""
+        import failover, sys
+        client = failover.Client(
+            {{"a": failover.OpenAICompatible(model="m", base_url={mock_server.url!r})}},
+            timeout=60,
+        )
+        print("calling", flush=True)
+        try:
+            client.prompt("Hi")
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(7)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "calling"
+    while not mock_server.requests:
+        threading.Event().wait(0.02)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 7 and "interrupted" in out
+
+
+def test_reprs_are_readable():
+    p = failover.Anthropic(model="claude-haiku-4-5", api_key=KEY)
+    assert repr(p) == "Anthropic(model='claude-haiku-4-5', base_url='https://api.anthropic.com/v1')"
+    assert repr(failover.RetryPolicy.laravel()) == "RetryPolicy.laravel()"
+    assert "max_retry_after=10.0" in repr(failover.RetryPolicy())
+    assert repr(FakeSleeper()) == "FakeSleeper(sleeps=[])"
+
+
+def test_bad_configuration_is_a_configuration_error():
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({})
+    with pytest.raises(failover.ConfigurationError):
+        failover.RetryPolicy(max_retry_after=-1)
+    with pytest.raises(ValueError):
+        failover.Backoff(jitter=2)
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({"a": failover.OpenAICompatible(model="m", base_url="http://127.0.0.1:1")}, timeout=0)

@@ -1,0 +1,99 @@
+"""FakeSleeper, fake_sleep(), MockServer, the pytest fixtures and retry_after()."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+
+import pytest
+from conftest import openai
+
+import failover
+from failover.testing import FakeSleeper, MockServer, fake_sleep
+
+
+def test_fake_sleep_applies_to_clients_without_a_sleeper(mock_server):
+    mock_server.push(503, headers={"retry-after": "4"})
+    mock_server.push_text("ok")
+    client = failover.Client({"a": openai(mock_server)})
+    with fake_sleep() as sleeper:
+        client.prompt("Hi")
+    sleeper.assert_sequence([4.0])
+
+
+def test_an_explicit_sleeper_wins_over_fake_sleep(mock_server):
+    mine = FakeSleeper()
+    mock_server.push(503, headers={"retry-after": "4"})
+    mock_server.push_text("ok")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=mine)
+    with fake_sleep() as block:
+        client.prompt("Hi")
+    mine.assert_sequence([4.0])
+    block.assert_never_slept()
+
+
+def test_the_fake_sleep_fixture(fake_sleep, mock_server):
+    mock_server.push(429, headers={"retry-after": "2"})
+    mock_server.push_text("ok")
+    failover.Client({"a": openai(mock_server)}).prompt("Hi")
+    assert fake_sleep.sleeps == [2.0]
+
+
+def test_fake_sleeper_assertions_and_clock():
+    sleeper = FakeSleeper()
+    start = sleeper.time()
+    assert start == int(start)
+    sleeper(1.5)
+    sleeper(0.25)
+    sleeper.assert_sequence([1.5, 0.25])
+    assert sleeper.time() == start + 1.75
+    with pytest.raises(AssertionError, match="expected sleeps"):
+        sleeper.assert_sequence([1.5])
+    with pytest.raises(AssertionError, match="expected no sleep"):
+        sleeper.assert_never_slept()
+    sleeper.clear()
+    sleeper.assert_never_slept()
+
+
+def test_mock_server_records_and_scripts():
+    with MockServer() as server:
+        server.push(201, headers=[("x-a", "1")], body="plain")
+        server.push_text("hi", wire="anthropic")
+        assert server.pending == 2
+        client = failover.Client(
+            {"a": failover.Anthropic(model="m", api_key="k", base_url=server.url)},
+            retry=failover.RetryPolicy(max_retries_last=0),
+        )
+        with pytest.raises(failover.ServerError):  # 201 with a non-JSON body
+            client.prompt("one")
+        assert client.prompt("two").text == "hi"
+        assert [r.json["messages"][0]["content"] for r in server.requests] == ["one", "two"]
+        assert server.requests[0].method == "POST"
+        assert server.pending == 0
+        with pytest.raises(ValueError, match="unknown fault"):
+            server.push(fault="explode")
+        with pytest.raises(ValueError):
+            server.push_text("x", wire="carrier-pigeon")
+    assert "MockServer(url='http://127.0.0.1:" in repr(server)
+
+
+def test_retry_after_function():
+    ra = failover.retry_after
+    assert ra({"Retry-After": "3"}) == 3.0
+    assert ra([("RETRY-AFTER-MS", "250"), ("retry-after", "9")]) == 0.25
+    assert ra({"retry-after": "3", "x-should-retry": "false"}) is None
+    assert ra({}) is None
+    assert ra({"retry-after": "soon"}) is None
+    now = 1_750_000_000.0
+    assert ra({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}, now=now) == 30.0
+    gemini = {"error": {"details": [{"@type": "google.rpc.RetryInfo", "retryDelay": "48s"}]}}
+    assert ra({}, gemini) == 48.0
+    assert ra({}, json.dumps(gemini)) == 48.0
+    assert ra({}, json.dumps(gemini).encode()) == 48.0
+    openai_headers = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}
+    assert ra(openai_headers) == 360.0
+    anthropic_headers = {
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": "2025-06-15T15:07:10Z",
+    }
+    assert ra(anthropic_headers, now=now) == 30.0
