@@ -17,6 +17,7 @@ repository; when the folder is absent the whole module skips.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import json
@@ -49,6 +50,7 @@ DROPPED_HEADERS = frozenset(
     {"transfer-encoding", "content-length", "content-encoding", "connection", "keep-alive"}
 )
 NO_RETRIES = failover.RetryPolicy(max_retries=0, max_retries_last=0)
+PROMPT = "What's 2 + 2?"
 
 
 # --------------------------------------------------------------------------- cassette loading
@@ -294,24 +296,35 @@ def _provider(rec: Recording, server: MockServer) -> failover.Provider:
     return failover.OpenAICompatible(model=rec.model, api_key=API_KEY, base_url=server.url)
 
 
-def _play(rec: Recording) -> tuple[failover.Response | failover.FailoverError, MockServer]:
-    """Plays the recorded response back and calls it once; returns the answer or the error."""
+FACES = ("sync", "async")
+
+
+@dataclass
+class Played:
+    result: failover.Response | failover.FailoverError
+    sleeper: FakeSleeper
+
+
+def _play(rec: Recording, face: str) -> Played:
+    """Plays the recorded response back and calls it once, through ``prompt`` or
+    ``prompt_async``; returns the answer or the error."""
     server = MockServer()
+    sleeper = FakeSleeper()
     try:
         server.push(status=rec.status, headers=rec.playback_headers, body=rec.body)
         client = failover.Client(
-            {rec.folder: _provider(rec, server)},
-            retry=NO_RETRIES,
-            sleeper=FakeSleeper(),
+            {rec.folder: _provider(rec, server)}, retry=NO_RETRIES, sleeper=sleeper
         )
+        result: failover.Response | failover.FailoverError
         try:
-            result: failover.Response | failover.FailoverError = client.prompt(
-                "What's 2 + 2?", timeout=5.0
-            )
+            if face == "sync":
+                result = client.prompt(PROMPT, timeout=5.0)
+            else:
+                result = asyncio.run(client.prompt_async(PROMPT, timeout=5.0))
         except failover.FailoverError as exc:
             result = exc
         _check_request(rec, server)
-        return result, server
+        return Played(result, sleeper)
     finally:
         server.close()
 
@@ -368,9 +381,11 @@ def test_every_expectation_matches_a_recording() -> None:
     assert set(KNOWN_DISCREPANCIES) <= ids, sorted(set(KNOWN_DISCREPANCIES) - ids)
 
 
+@pytest.mark.parametrize("face", FACES)
 @pytest.mark.parametrize("rec", _params(SUCCESSES, KNOWN_DISCREPANCIES))
-def test_recorded_success(rec: Recording) -> None:
-    r, _ = _play(rec)
+def test_recorded_success(rec: Recording, face: str) -> None:
+    played = _play(rec, face)
+    r = played.result
     assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
     assert r.text == _expected_text(rec)
     input_tokens, output_tokens = _expected_usage(rec)
@@ -383,27 +398,50 @@ def test_recorded_success(rec: Recording) -> None:
     [attempt] = r.attempts
     assert (attempt.provider, attempt.status, attempt.kind) == (rec.folder, 200, None)
     assert API_KEY not in repr(r)
+    played.sleeper.assert_never_slept()
 
 
+@pytest.mark.parametrize("rec", _params(SUCCESSES, KNOWN_DISCREPANCIES))
+def test_recorded_usage_details(rec: Recording) -> None:
+    """Cache and reasoning counts: the recorded value where the provider reported one."""
+    r = _play(rec, "sync").result
+    assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
+    usage = rec.body_json["usage"]
+    if rec.wire == "anthropic":
+        assert r.usage.cache_read_tokens == usage.get("cache_read_input_tokens")
+        assert r.usage.cache_write_tokens == usage.get("cache_creation_input_tokens")
+        assert r.usage.reasoning_tokens is None
+    else:
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        completion_details = usage.get("completion_tokens_details") or {}
+        assert r.usage.cache_read_tokens == prompt_details.get("cached_tokens")
+        assert r.usage.reasoning_tokens == completion_details.get("reasoning_tokens")
+
+
+@pytest.mark.parametrize("face", FACES)
 @pytest.mark.parametrize("rec", _params(ERRORS, KNOWN_DISCREPANCIES))
-def test_recorded_error(rec: Recording) -> None:
+def test_recorded_error(rec: Recording, face: str) -> None:
     assert rec.id in EXPECTED_ERRORS, (
         f"new error recording {rec.id} (status {rec.status}): read its body and add the class "
         "DESIGN §3.1 asks for to EXPECTED_ERRORS"
     )
     expected_cls, expected_wait, _why = EXPECTED_ERRORS[rec.id]
-    exc, _ = _play(rec)
+    played = _play(rec, face)
+    exc = played.result
 
     assert type(exc) is expected_cls, f"expected {expected_cls.__name__}, got {exc!r}"
     assert isinstance(exc, failover.ProviderError)
     assert exc.kind == expected_cls.kind
     assert exc.status == rec.status
     assert exc.provider == rec.folder
+    assert exc.model == rec.model
+    assert exc.body == rec.body.decode("utf-8")
 
     # The wait hint: what the public parser reads from the recording (measured at the recorded
-    # Date), what reading the headers by hand gives, and what the engine attached to the error.
-    parsed = failover.retry_after(list(rec.headers), rec.body, now=rec.date)
-    assert parsed == expected_wait
+    # Date, and again now: none of these hints depends on the clock), what reading the headers
+    # by hand gives, and what the engine attached to the error.
+    assert failover.retry_after(list(rec.headers), rec.body, now=rec.date) == expected_wait
+    assert failover.retry_after(list(rec.headers), rec.body) == expected_wait
     assert exc.retry_after == expected_wait
     if expected_wait is not None:
         assert isinstance(exc.retry_after, float)
@@ -413,6 +451,7 @@ def test_recorded_error(rec: Recording) -> None:
     assert attempt.status == rec.status
     assert attempt.kind == expected_cls.kind
     assert attempt.skipped is None
+    played.sleeper.assert_never_slept()
 
     for text in (str(exc), repr(exc), exc.body or ""):
         assert API_KEY not in text

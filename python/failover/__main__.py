@@ -1,0 +1,169 @@
+"""``python -m failover demo`` and ``python -m failover prompt``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from . import (
+    Anthropic,
+    CallFailed,
+    Client,
+    FailedOver,
+    FailoverError,
+    OpenAI,
+    OpenAICompatible,
+    Provider,
+    RetryScheduled,
+)
+from ._events import Event
+from .testing import MockServer
+
+_RATE_LIMIT = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}
+_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+def demo() -> int:
+    """Runs three calls against local simulated providers, with real sleeps."""
+    claude, gpt, local = MockServer(), MockServer(), MockServer()
+    start = time.perf_counter()
+    counts = {"retries": 0, "slept": 0.0, "failovers": 0}
+
+    def stamp() -> str:
+        return f"{time.perf_counter() - start:6.2f}s"
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, RetryScheduled):
+            counts["retries"] += 1
+            counts["slept"] += event.delay
+            why = f"{event.status or ''} {event.kind}".strip()
+            print(
+                f"  {stamp()}  {event.provider}: {why}; "
+                f"waiting {event.delay:.2f}s, then retrying {event.provider}"
+            )
+        elif isinstance(event, FailedOver):
+            counts["failovers"] += 1
+            err = event.error
+            why = f"{err.status or ''} {err.kind}".strip()
+            if err.retry_after is not None:
+                why += f", asked for {err.retry_after:g}s"
+            print(f"  {stamp()}  {event.from_provider}: {why}; failing over to {event.to_provider}")
+        elif isinstance(event, CallFailed):
+            print(f"  {stamp()}  call failed: {event.error}")
+
+    client = Client(
+        {
+            "claude": Anthropic(model="claude-haiku-4-5", api_key="demo", base_url=claude.url),
+            "gpt": OpenAI(model="gpt-4.1-mini", api_key="demo", base_url=gpt.url),
+            "local": OpenAICompatible(model="llama-3.1-8b", base_url=local.url),
+        },
+        timeout=5.0,
+        deadline=20.0,
+        on_event=on_event,
+    )
+
+    scenes: list[tuple[str, Any]] = [
+        (
+            "1. A short rate limit is waited out on the same provider",
+            lambda: (
+                claude.push(429, headers={"retry-after": "1"}, json=_RATE_LIMIT),
+                claude.push_text("Hello from Claude, after a 1 s wait.", wire="anthropic"),
+            ),
+        ),
+        (
+            "2. A long Retry-After fails over at once (no 5-minute sleep)",
+            lambda: (
+                claude.push(429, headers={"retry-after": "300"}, json=_RATE_LIMIT),
+                gpt.push_text("Hello from GPT, without waiting 300 s."),
+            ),
+        ),
+        (
+            "3. An outage: Claude overloaded, GPT's connection drops, the local model answers",
+            lambda: (
+                claude.push(529, json=_OVERLOADED),
+                gpt.push(fault="reset"),
+                gpt.push(fault="reset"),
+                local.push_text("Hello from the local model."),
+            ),
+        ),
+    ]
+    answered = 0
+    print("failover demo: three providers on 127.0.0.1, real sleeps\n")
+    for title, script in scenes:
+        print(title)
+        script()
+        call_start = time.perf_counter()
+        try:
+            r = client.prompt("Say hello")
+        except FailoverError as exc:
+            print(f"  {stamp()}  raised {type(exc).__name__}: {exc}\n")
+            continue
+        answered += 1
+        took = time.perf_counter() - call_start
+        print(f"  {stamp()}  {r.provider} answered in {took:.2f}s: {r.text!r}")
+        print(f"           attempts: {', '.join(_attempt(a) for a in r.attempts)}\n")
+    total = time.perf_counter() - start
+    print(
+        f"summary: {answered}/{len(scenes)} calls answered, {counts['retries']} retries "
+        f"({counts['slept']:.2f}s slept), {counts['failovers']} failovers, {total:.2f}s in all"
+    )
+    for server in (claude, gpt, local):
+        server.close()
+    return 0 if answered == len(scenes) else 1
+
+
+def _attempt(a: Any) -> str:
+    outcome = "ok" if a.kind is None else f"{a.status or '-'} {a.kind}"
+    return f"{a.provider} {outcome}"
+
+
+_DRIVERS: dict[str, type[Provider]] = {"openai": OpenAI, "anthropic": Anthropic}
+_DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
+
+
+def prompt(args: argparse.Namespace) -> int:
+    specs = args.provider or [
+        name
+        for name in ("anthropic", "openai")
+        if os.environ.get(f"{name.upper()}_API_KEY")
+    ]
+    if not specs:
+        print("no provider: pass --provider openai:MODEL or set an API key variable", file=sys.stderr)
+        return 2
+    providers: dict[str, Provider] = {}
+    for spec in specs:
+        driver, _, model = spec.partition(":")
+        if driver not in _DRIVERS:
+            print(f"unknown provider {driver!r}: use one of {sorted(_DRIVERS)}", file=sys.stderr)
+            return 2
+        providers[driver] = _DRIVERS[driver](model=model or _DEFAULT_MODELS[driver])
+    try:
+        client = Client(providers, deadline=args.deadline)
+        r = client.prompt(args.text)
+    except FailoverError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(r.text)
+    print(f"[{r.provider} {r.model}, {len(r.attempts)} attempt(s)]", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m failover")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="run the engine against local simulated providers")
+    p = sub.add_parser("prompt", help="send one prompt through a provider chain")
+    p.add_argument("text")
+    p.add_argument("--provider", action="append", help="DRIVER[:MODEL], in order; repeatable")
+    p.add_argument("--deadline", type=float, default=None, help="seconds for the whole call")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo()
+    return prompt(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

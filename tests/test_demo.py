@@ -1,0 +1,20 @@
+"""`make demo` runs `python -m failover demo`: it must tell the story it claims."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_demo_runs_the_three_scenes():
+    out = subprocess.run(
+        [sys.executable, "-m", "failover", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "claude: 429 rate_limited; waiting 1.00s, then retrying claude" in out
+    assert "asked for 300s; failing over to gpt" in out
+    assert "local answered" in out
+    assert "summary: 3/3 calls answered, 2 retries" in out
