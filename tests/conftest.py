@@ -33,7 +33,9 @@ def call(request: pytest.FixtureRequest) -> Callable[..., failover.Response]:
 
 
 def openai(server: MockServer, **kwargs: Any) -> failover.OpenAICompatible:
-    return failover.OpenAICompatible(model="gpt-4.1-mini", base_url=server.url, api_key=KEY, **kwargs)
+    return failover.OpenAICompatible(
+        model="gpt-4.1-mini", base_url=server.url, api_key=KEY, **kwargs
+    )
 
 
 def anthropic(server: MockServer, **kwargs: Any) -> failover.Anthropic:

@@ -4,10 +4,11 @@ hang or a wrong answer."""
 from __future__ import annotations
 
 import pytest
-from conftest import anthropic, openai
 
 import failover
 from failover.testing import FakeSleeper
+
+from conftest import anthropic, openai
 
 SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
 

@@ -12,10 +12,11 @@ import textwrap
 import threading
 
 import pytest
-from conftest import KEY, anthropic, openai
 
 import failover
 from failover.testing import FakeSleeper, MockServer
+
+from conftest import KEY, anthropic, openai
 
 
 def test_request_shapes_and_response_fields(mock_server, backup_server, call):
@@ -99,9 +100,7 @@ def test_missing_key_names_the_variable(monkeypatch):
 
 
 def test_a_key_is_never_sent_over_plain_http_to_a_remote_host():
-    remote = failover.OpenAICompatible(
-        model="m", base_url="http://llm.example.com/v1", api_key=KEY
-    )
+    remote = failover.OpenAICompatible(model="m", base_url="http://llm.example.com/v1", api_key=KEY)
     with pytest.raises(failover.ConfigurationError, match="allow_insecure") as info:
         failover.Client({"r": remote})
     assert KEY not in str(info.value)
@@ -326,4 +325,6 @@ def test_bad_configuration_is_a_configuration_error():
     with pytest.raises(ValueError):
         failover.Backoff(jitter=2)
     with pytest.raises(failover.ConfigurationError):
-        failover.Client({"a": failover.OpenAICompatible(model="m", base_url="http://127.0.0.1:1")}, timeout=0)
+        failover.Client(
+            {"a": failover.OpenAICompatible(model="m", base_url="http://127.0.0.1:1")}, timeout=0
+        )

@@ -163,9 +163,7 @@ def _load(path: Path) -> dict[str, Any]:
 def _is_streaming(request_json: Any, headers: list[tuple[str, str]]) -> bool:
     if isinstance(request_json, dict) and request_json.get("stream") is True:
         return True
-    return any(
-        k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers
-    )
+    return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
 
 def _recordings() -> Iterator[Recording]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import email.utils
 
 import pytest
-from conftest import anthropic, openai
 
 import failover
 from failover.testing import FakeSleeper, MockServer
+
+from conftest import anthropic, openai
 
 RATE_LIMIT = {"error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
@@ -113,9 +114,7 @@ def test_a_wait_above_the_cap_fails_over_without_sleeping(mock_server, backup_se
     assert failed_over(events)[0] == ("primary", "backup")
 
 
-def test_a_400_is_raised_at_once_and_the_backup_is_never_called(
-    mock_server, backup_server, call
-):
+def test_a_400_is_raised_at_once_and_the_backup_is_never_called(mock_server, backup_server, call):
     mock_server.push(400, json={"error": {"type": "invalid_request_error", "message": "bad"}})
     client, sleeper, events = two_providers(mock_server, backup_server)
 

@@ -6,10 +6,11 @@ import email.utils
 import json
 
 import pytest
-from conftest import openai
 
 import failover
 from failover.testing import FakeSleeper, MockServer, fake_sleep
+
+from conftest import openai
 
 
 def test_fake_sleep_applies_to_clients_without_a_sleeper(mock_server):

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import (
     Anthropic,
@@ -65,29 +65,26 @@ def demo() -> int:
         on_event=on_event,
     )
 
-    scenes: list[tuple[str, Any]] = [
-        (
-            "1. A short rate limit is waited out on the same provider",
-            lambda: (
-                claude.push(429, headers={"retry-after": "1"}, json=_RATE_LIMIT),
-                claude.push_text("Hello from Claude, after a 1 s wait.", wire="anthropic"),
-            ),
-        ),
-        (
-            "2. A long Retry-After fails over at once (no 5-minute sleep)",
-            lambda: (
-                claude.push(429, headers={"retry-after": "300"}, json=_RATE_LIMIT),
-                gpt.push_text("Hello from GPT, without waiting 300 s."),
-            ),
-        ),
+    def short_rate_limit() -> None:
+        claude.push(429, headers={"retry-after": "1"}, json=_RATE_LIMIT)
+        claude.push_text("Hello from Claude, after a 1 s wait.", wire="anthropic")
+
+    def long_retry_after() -> None:
+        claude.push(429, headers={"retry-after": "300"}, json=_RATE_LIMIT)
+        gpt.push_text("Hello from GPT, without waiting 300 s.")
+
+    def outage() -> None:
+        claude.push(529, json=_OVERLOADED)
+        gpt.push(fault="reset")
+        gpt.push(fault="reset")
+        local.push_text("Hello from the local model.")
+
+    scenes: list[tuple[str, Callable[[], None]]] = [
+        ("1. A short rate limit is waited out on the same provider", short_rate_limit),
+        ("2. A long Retry-After fails over at once (no 5-minute sleep)", long_retry_after),
         (
             "3. An outage: Claude overloaded, GPT's connection drops, the local model answers",
-            lambda: (
-                claude.push(529, json=_OVERLOADED),
-                gpt.push(fault="reset"),
-                gpt.push(fault="reset"),
-                local.push_text("Hello from the local model."),
-            ),
+            outage,
         ),
     ]
     answered = 0
@@ -126,12 +123,12 @@ _DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
 
 def prompt(args: argparse.Namespace) -> int:
     specs = args.provider or [
-        name
-        for name in ("anthropic", "openai")
-        if os.environ.get(f"{name.upper()}_API_KEY")
+        name for name in ("anthropic", "openai") if os.environ.get(f"{name.upper()}_API_KEY")
     ]
     if not specs:
-        print("no provider: pass --provider openai:MODEL or set an API key variable", file=sys.stderr)
+        print(
+            "no provider: pass --provider openai:MODEL or set an API key variable", file=sys.stderr
+        )
         return 2
     providers: dict[str, Provider] = {}
     for spec in specs:

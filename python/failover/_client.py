@@ -17,9 +17,7 @@ Prompt = Union[str, Sequence[Mapping[str, Any]]]
 _DEFAULT_POLICY = RetryPolicy()
 
 
-def _positive(name: str, value: float | None, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
+def _positive(name: str, value: float) -> float:
     if (
         not isinstance(value, (int, float))
         or isinstance(value, bool)
@@ -83,11 +81,13 @@ class Client:
         self._retry = retry
         self._timeout = _positive("timeout", timeout)
         self._connect_timeout = _positive("connect_timeout", connect_timeout)
-        self._deadline = _positive("deadline", deadline, allow_none=True)
+        self._deadline = None if deadline is None else _positive("deadline", deadline)
         self._sleeper = sleeper
         self._on_event = on_event
         native_providers = [p._native(name) for name, p in self._providers.items()]
-        self._native = _native.NativeClient(native_providers, self._connect_timeout, _emitter(on_event))
+        self._native = _native.NativeClient(
+            native_providers, self._connect_timeout, _emitter(on_event)
+        )
 
     def __repr__(self) -> str:
         chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._providers.items())
@@ -105,7 +105,10 @@ class Client:
         timeout: float | None,
         deadline: float | None,
         retry: RetryPolicy | None,
-    ) -> tuple[Any, ...]:
+        system: str | None,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
         if provider is None:
             chain = list(range(len(self._names)))
         else:
@@ -125,14 +128,18 @@ class Client:
             raise ConfigurationError(f"retry must be a RetryPolicy, got {policy!r}")
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
         sleeper = getattr(sleeper, "_native_clock", sleeper)
-        return (
-            _messages(prompt),
-            chain,
-            policy._native(),
-            self._timeout if timeout is None else _positive("timeout", timeout),
-            self._deadline if deadline is None else _positive("deadline", deadline),
-            sleeper,
-        )
+        return {
+            "messages": _messages(prompt),
+            "chain": chain,
+            "policy": policy._native(),
+            "timeout": self._timeout if timeout is None else _positive("timeout", timeout),
+            "deadline": self._deadline if deadline is None else _positive("deadline", deadline),
+            "sleeper": sleeper,
+            "model": model,
+            "system": system,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
 
     def prompt(
         self,
@@ -152,8 +159,10 @@ class Client:
         Raises the last provider's error when every provider failed, or at once
         an error that no other provider could fix (a bad request, a bad key).
         """
-        args = self._call_args(prompt, provider, model, timeout, deadline, retry)
-        return Response(self._native.prompt(*args, model, system, max_tokens, temperature))
+        args = self._call_args(
+            prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
+        )
+        return Response(self._native.prompt(**args))
 
     async def prompt_async(
         self,
@@ -170,6 +179,7 @@ class Client:
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
-        args = self._call_args(prompt, provider, model, timeout, deadline, retry)
-        native = await self._native.prompt_async(*args, model, system, max_tokens, temperature)
-        return Response(native)
+        args = self._call_args(
+            prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
+        )
+        return Response(await self._native.prompt_async(**args))

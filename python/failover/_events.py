@@ -85,7 +85,9 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
         else:
             call_id, error, attempts = payload
             event = CallFailed(call_id, error, _attempts(attempts))
-            logger.info("call failed after %d attempt(s): %s [call %s]", len(attempts), error, call_id)
+            logger.info(
+                "call failed after %d attempt(s): %s [call %s]", len(attempts), error, call_id
+            )
         if on_event is not None:
             try:
                 on_event(event)

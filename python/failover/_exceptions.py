@@ -69,7 +69,9 @@ class DeadlineExceeded(FailoverError, TimeoutError):
 class StreamInterrupted(FailoverError):
     """A stream failed after its first content chunk was delivered."""
 
-    def __init__(self, message: str, *, partial_text: str = "", provider: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, partial_text: str = "", provider: str | None = None
+    ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
         self.provider = provider

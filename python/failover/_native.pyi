@@ -1,6 +1,8 @@
 # Stubs for the private native module (hand-written, checked by stubtest).
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, final
+
+__all__ = ["NativeClient", "NativeMockServer", "VirtualClock", "__version__", "retry_after"]
 
 __version__: str
 
@@ -11,6 +13,7 @@ def retry_after(
 _ProviderTuple = tuple[str, str, str, str, str | None, list[tuple[str, str]], list[int], str]
 _PolicyTuple = tuple[str, int, int, float, float, tuple[float, float, float, float], float | None]
 
+@final
 class NativeClient:
     def __new__(
         cls,
@@ -45,6 +48,7 @@ class NativeClient:
         temperature: float | None = None,
     ) -> Awaitable[tuple[Any, ...]]: ...
 
+@final
 class VirtualClock:
     def __new__(cls) -> VirtualClock: ...
     @property
@@ -53,6 +57,7 @@ class VirtualClock:
     def sleep(self, seconds: float) -> None: ...
     def clear(self) -> None: ...
 
+@final
 class NativeMockServer:
     def __new__(cls) -> NativeMockServer: ...
     @property

@@ -139,7 +139,8 @@ class RetryPolicy:
         if self._preset != "default":
             return f"RetryPolicy.{self._preset}()"
         return (
-            f"RetryPolicy(max_retries={self.max_retries}, max_retries_last={self.max_retries_last}, "
+            f"RetryPolicy(max_retries={self.max_retries}, "
+            f"max_retries_last={self.max_retries_last}, "
             f"max_retry_after={self.max_retry_after}, "
             f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r})"
         )

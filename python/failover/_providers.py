@@ -60,7 +60,9 @@ class Provider:
             key = os.environ.get(self._env_var) or None
         if key is None and self._key_required:
             where = f"set {self._env_var} or pass api_key=" if self._env_var else "pass api_key="
-            raise ConfigurationError(f"provider {name!r} ({type(self).__name__}) has no API key: {where}")
+            raise ConfigurationError(
+                f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
+            )
         if key is not None and not self.allow_insecure and not _safe_for_secrets(self.base_url):
             raise ConfigurationError(
                 f"provider {name!r} would send its API key over plain http to {self.base_url}; "

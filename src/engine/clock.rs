@@ -80,7 +80,9 @@ impl ManualClock {
     /// A clock whose wall time starts now, truncated to the whole second so
     /// that HTTP-date hints (whole seconds) give whole-second waits.
     pub fn new() -> Self {
-        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Self::starting_at(UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs()))
     }
 

@@ -140,8 +140,7 @@ pub fn parse_response(
     };
     match parsed {
         Ok(mut answer) => {
-            answer.request_id =
-                request_id.or_else(|| json.get("id").and_then(Value::as_str).map(str::to_string));
+            answer.request_id = request_id;
             // from_slice succeeded, so the body is valid UTF-8.
             answer.raw = String::from_utf8(response.body).unwrap_or_default();
             Ok(answer)
@@ -169,6 +168,14 @@ fn error_failure(
     let text = redact(provider, &String::from_utf8_lossy(&response.body));
     let parsed = parse_error_body(&text);
     let kind = classify_status(response.status, &parsed, &provider.overloaded_statuses);
+    // Anthropic repeats its request id in error bodies; proxies may strip the header.
+    let request_id = request_id.or_else(|| {
+        serde_json::from_str::<Value>(&text)
+            .ok()?
+            .get("request_id")?
+            .as_str()
+            .map(str::to_string)
+    });
     let message = match parsed.message {
         Some(m) => format!("{} returned {}: {m}", provider.name, response.status),
         None => format!("{} returned {}", provider.name, response.status),

@@ -114,7 +114,10 @@ mod tests {
         assert_eq!(r.text, "4");
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
         assert_eq!(r.model.as_deref(), Some("gpt-4.1-nano-2025-04-14"));
-        assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
+        assert_eq!(
+            r.request_id, None,
+            "the body's id names the completion, not the request"
+        );
         assert_eq!(
             r.usage,
             Usage {
