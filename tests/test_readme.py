@@ -1,0 +1,17 @@
+"""The README's pytest example runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_testing_example_passes(mock_server, fake_sleep):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    example = next(b for b in blocks if "def test_my_app_waits_out_a_rate_limit" in b)
+    namespace: dict[str, object] = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    namespace["test_my_app_waits_out_a_rate_limit"](mock_server, fake_sleep)  # type: ignore[operator]
+    assert fake_sleep.sleeps == [3.0]
