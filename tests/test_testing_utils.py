@@ -98,3 +98,13 @@ def test_retry_after_function():
         "anthropic-ratelimit-requests-reset": "2025-06-15T15:07:10Z",
     }
     assert ra(anthropic_headers, now=now) == 30.0
+
+
+def test_recorded_requests_do_not_show_keys_in_their_repr(mock_server):
+    mock_server.push_text("ok")
+    secret = "sk-recorded-secret-42"
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=secret)
+    failover.Client({"a": provider}).prompt("Hi")
+    request = mock_server.requests[0]
+    assert request.headers["authorization"] == f"Bearer {secret}"
+    assert secret not in repr(request) and "<redacted>" in repr(request)

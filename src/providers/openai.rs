@@ -63,7 +63,8 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             output_tokens: u64_at(&usage, &["completion_tokens"]),
             cache_read_tokens: u64_at(&usage, &["prompt_tokens_details", "cached_tokens"]),
-            cache_write_tokens: None,
+            // OpenRouter reports cache writes here; OpenAI itself does not.
+            cache_write_tokens: u64_at(&usage, &["prompt_tokens_details", "cache_write_tokens"]),
             reasoning_tokens: u64_at(&usage, &["completion_tokens_details", "reasoning_tokens"]),
         },
         request_id: None,
@@ -124,7 +125,11 @@ mod tests {
                 input_tokens: Some(14),
                 output_tokens: Some(8),
                 cache_read_tokens: Some(3),
-                cache_write_tokens: None,
+                // OpenRouter reports cache writes here; OpenAI itself does not.
+                cache_write_tokens: u64_at(
+                    &usage,
+                    &["prompt_tokens_details", "cache_write_tokens"]
+                ),
                 reasoning_tokens: Some(2)
             }
         );
