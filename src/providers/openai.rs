@@ -101,7 +101,7 @@ mod tests {
     #[test]
     fn parses_text_usage_and_finish() {
         let body = br#"{"id":"chatcmpl-1","model":"gpt-4.1-nano-2025-04-14","choices":[{"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}],
-            "usage":{"prompt_tokens":14,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":2}}}"#;
+            "usage":{"prompt_tokens":14,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":3,"cache_write_tokens":1},"completion_tokens_details":{"reasoning_tokens":2}}}"#;
         let p = provider(Wire::OpenAI);
         let r = parse_response(
             &p,
@@ -125,11 +125,7 @@ mod tests {
                 input_tokens: Some(14),
                 output_tokens: Some(8),
                 cache_read_tokens: Some(3),
-                // OpenRouter reports cache writes here; OpenAI itself does not.
-                cache_write_tokens: u64_at(
-                    &usage,
-                    &["prompt_tokens_details", "cache_write_tokens"]
-                ),
+                cache_write_tokens: Some(1),
                 reasoning_tokens: Some(2)
             }
         );
