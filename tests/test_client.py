@@ -328,3 +328,11 @@ def test_bad_configuration_is_a_configuration_error():
         failover.Client(
             {"a": failover.OpenAICompatible(model="m", base_url="http://127.0.0.1:1")}, timeout=0
         )
+
+
+def test_import_failover_stays_cheap():
+    # Measured by bench/, guarded here by what it must not pull in.
+    code = "import sys, failover; print(' '.join(sorted(sys.modules)))"
+    loaded = set(subprocess.check_output([sys.executable, "-c", code], text=True).split())
+    heavy = {"typing", "logging", "dataclasses", "inspect", "json", "asyncio", "urllib.parse"}
+    assert not heavy & loaded, heavy & loaded

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import (
     Anthropic,
@@ -19,7 +19,9 @@ from . import (
     Provider,
     RetryScheduled,
 )
-from ._events import Event
+
+if TYPE_CHECKING:
+    from ._events import Event
 from .testing import MockServer
 
 _RATE_LIMIT = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
 
 from . import _native, _sleep
-from ._events import EventHook, _emitter
+from ._events import _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response
 from ._policy import RetryPolicy
 from ._providers import Provider
 
-Prompt = Union[str, Sequence[Mapping[str, Any]]]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+
+if TYPE_CHECKING:
+    from typing import Any, Union
+
+    from ._events import EventHook
+
+    Prompt = Union[str, Sequence[Mapping[str, Any]]]
+
 _DEFAULT_POLICY = RetryPolicy()
 
 

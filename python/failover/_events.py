@@ -2,52 +2,75 @@
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Union
+from ._models import _attempts
+from ._record import Record
 
-from ._models import Attempt, _attempts
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 
 if TYPE_CHECKING:
+    from typing import Any, Callable, Union
+
     from ._exceptions import FailoverError, ProviderError
+    from ._models import Attempt
 
-logger = logging.getLogger("failover")
+    Event = Union["RetryScheduled", "FailedOver", "CallFailed"]
+    EventHook = Callable[[Event], object]
 
 
-@dataclass(frozen=True)
-class RetryScheduled:
-    """Sent before each sleep: ``provider`` is tried again after ``delay`` seconds."""
+class RetryScheduled(Record):
+    """Sent before each sleep: ``provider`` is tried again after ``delay`` seconds.
 
+    ``attempt`` is which attempt at this provider failed (1 = the first).
+    """
+
+    __slots__ = ("attempt", "call_id", "delay", "kind", "provider", "status")
     call_id: str
     provider: str
     attempt: int
-    """Which attempt at this provider failed (1 = the first)."""
     delay: float
     kind: str
     status: int | None
 
+    def __init__(
+        self, call_id: str, provider: str, attempt: int, delay: float, kind: str, status: int | None
+    ) -> None:
+        self._init(
+            call_id=call_id,
+            provider=provider,
+            attempt=attempt,
+            delay=delay,
+            kind=kind,
+            status=status,
+        )
 
-@dataclass(frozen=True)
-class FailedOver:
+
+class FailedOver(Record):
     """Sent for each provider left behind (never for the final one)."""
 
+    __slots__ = ("call_id", "error", "from_provider", "to_provider")
     call_id: str
     from_provider: str
     to_provider: str
     error: ProviderError
 
+    def __init__(
+        self, call_id: str, from_provider: str, to_provider: str, error: ProviderError
+    ) -> None:
+        self._init(
+            call_id=call_id, from_provider=from_provider, to_provider=to_provider, error=error
+        )
 
-@dataclass(frozen=True)
-class CallFailed:
+
+class CallFailed(Record):
     """Sent once when a call ends in an error; ``error`` is what is raised."""
 
+    __slots__ = ("attempts", "call_id", "error")
     call_id: str
     error: FailoverError
     attempts: tuple[Attempt, ...]
 
-
-Event = Union[RetryScheduled, FailedOver, CallFailed]
-EventHook = Callable[[Event], object]
+    def __init__(self, call_id: str, error: FailoverError, attempts: tuple[Attempt, ...]) -> None:
+        self._init(call_id=call_id, error=error, attempts=attempts)
 
 
 def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], None]:
@@ -55,6 +78,10 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
     then hands it to ``on_event``. A failing hook is logged, never raised."""
 
     def emit(kind: str, payload: tuple[Any, ...]) -> None:
+        # Imported here, on the first event, to keep `import failover` cheap.
+        import logging
+
+        logger = logging.getLogger("failover")
         event: Event
         if kind == "RetryScheduled":
             event = RetryScheduled(*payload)

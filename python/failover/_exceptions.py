@@ -21,9 +21,14 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from typing import Any
+from ._models import _attempts
 
-from ._models import Attempt, _attempts
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._models import Attempt
 
 __all__ = [
     "AuthenticationError",

@@ -2,35 +2,80 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any
+from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(Record):
     """Token counts; each is ``None`` where the provider did not report it."""
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
+    __slots__ = (
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+    )
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+    def __init__(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+    ) -> None:
+        self._init(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
+        )
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One HTTP attempt of a call (or one provider skipped, with the reason)."""
+class Attempt(Record):
+    """One HTTP attempt of a call (or one provider skipped, with the reason).
 
+    ``kind`` is the error kind (``"rate_limited"``, ...), ``None`` for the
+    success; ``waited`` the seconds slept before it; ``duration`` the seconds
+    it took.
+    """
+
+    __slots__ = ("duration", "kind", "provider", "skipped", "status", "waited")
     provider: str
     status: int | None
     kind: str | None
-    """The error kind (``"rate_limited"``, ...); ``None`` for the success."""
     waited: float
-    """Seconds slept before this attempt."""
     duration: float
-    """Seconds the attempt took."""
-    skipped: str | None = None
+    skipped: str | None
+
+    def __init__(
+        self,
+        provider: str,
+        status: int | None,
+        kind: str | None,
+        waited: float,
+        duration: float,
+        skipped: str | None = None,
+    ) -> None:
+        self._init(
+            provider=provider,
+            status=status,
+            kind=kind,
+            waited=waited,
+            duration=duration,
+            skipped=skipped,
+        )
 
 
 def _attempts(raw: Any) -> tuple[Attempt, ...]:
@@ -84,6 +129,8 @@ class Response:
     def raw(self) -> Any:
         """The provider's response body, parsed (on first access)."""
         if self._raw_json is None:
+            import json
+
             self._raw_json = json.loads(self._raw_body)
         return self._raw_json
 

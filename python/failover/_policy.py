@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ._exceptions import ConfigurationError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _seconds(name: str, value: float) -> float:

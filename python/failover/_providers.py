@@ -6,13 +6,15 @@ Client is built, unless given. It never appears in a repr.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from ._exceptions import ConfigurationError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any, ClassVar
 
 #: Statuses that mean "overloaded" unless a provider says otherwise.
 DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
@@ -87,6 +89,10 @@ class Provider:
 
 
 def _safe_for_secrets(url: str) -> bool:
+    # Imported on first use: they are not cheap, and `import failover` should be.
+    import ipaddress
+    from urllib.parse import urlsplit
+
     parts = urlsplit(url)
     if parts.scheme == "https":
         return True
