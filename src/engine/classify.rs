@@ -150,10 +150,9 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
     if overloaded.contains(&status) {
         return ErrorKind::Overloaded;
     }
-    if status == 408 {
-        return ErrorKind::Timeout;
-    }
-    if (400..500).contains(&status) {
+    // 3xx: failover never follows redirects (a key must not travel to
+    // another host), so a redirect is a misconfigured base_url.
+    if (300..500).contains(&status) {
         return ErrorKind::BadRequest;
     }
     ErrorKind::ServerError
@@ -194,7 +193,9 @@ mod tests {
             ServerError
         );
         assert_eq!(kind(501, "oops"), ServerError);
-        assert_eq!(kind(408, ""), Timeout);
+        // A 408 is an answer, not a silence: a bad request (presets may retry it).
+        assert_eq!(kind(408, ""), BadRequest);
+        assert_eq!(kind(307, ""), BadRequest);
         assert_eq!(kind(402, ""), InsufficientCredits);
         assert_eq!(
             kind(

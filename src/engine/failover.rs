@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::classify::ErrorKind;
 use super::clock::Clock;
 use super::hints::{self, Headers};
-use super::policy::{Decision, RetryPolicy, Situation};
+use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 
 /// One failed attempt, as the transport and the wire format saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +70,12 @@ pub struct AttemptRecord {
     pub duration: Duration,
 }
 
+/// What a successful attempt reports about itself.
+pub trait Answer {
+    /// The HTTP status it came with.
+    fn status(&self) -> u16;
+}
+
 #[derive(Debug)]
 pub struct Success<T> {
     pub value: T,
@@ -99,6 +105,8 @@ pub enum CallError {
 pub struct CallFailure {
     pub error: CallError,
     pub attempts: Vec<AttemptRecord>,
+    /// Why the call ended, in words, for the log.
+    pub reason: String,
 }
 
 /// What the loop reports while it runs (DESIGN §3.5).
@@ -112,12 +120,16 @@ pub enum Event {
         delay: Duration,
         kind: ErrorKind,
         status: Option<u16>,
+        /// Why the engine waits, in words, for the log.
+        reason: String,
     },
     FailedOver {
         call_id: String,
         from_provider: usize,
         to_provider: usize,
         failure: Failure,
+        /// Why the engine left the provider, in words, for the log.
+        reason: String,
     },
     CallFailed {
         call_id: String,
@@ -139,6 +151,7 @@ pub async fn run<T, F, Fut>(
     mut attempt: F,
 ) -> Result<Success<T>, CallFailure>
 where
+    T: Answer,
     F: FnMut(usize, Duration) -> Fut,
     Fut: Future<Output = Result<T, Failure>>,
 {
@@ -153,14 +166,20 @@ where
 
     let fail = |error: CallError,
                 attempts: Vec<AttemptRecord>,
+                reason: String,
                 on_event: &mut (dyn FnMut(Event) + Send)| {
-        let failure = CallFailure { error, attempts };
+        let failure = CallFailure {
+            error,
+            attempts,
+            reason,
+        };
         on_event(Event::CallFailed {
             call_id: spec.call_id.to_string(),
             failure: failure.clone(),
         });
         failure
     };
+    let deadline = spec.deadline.unwrap_or_default();
 
     for (index, slot) in spec.providers.iter().enumerate() {
         let is_last = index + 1 == count;
@@ -169,12 +188,9 @@ where
         loop {
             let left = remaining(clock);
             if left == Some(Duration::ZERO) {
-                let deadline = spec.deadline.unwrap_or_default();
-                return Err(fail(
-                    CallError::Deadline { deadline, last },
-                    attempts,
-                    on_event,
-                ));
+                let reason = "no time is left to start an attempt".to_string();
+                let error = CallError::Deadline { deadline, last };
+                return Err(fail(error, attempts, reason, on_event));
             }
             let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
             let cut_by_deadline = timeout < spec.attempt_timeout;
@@ -183,9 +199,10 @@ where
             let duration = started.elapsed();
             let failure = match outcome {
                 Ok(value) => {
+                    let status = Some(value.status());
                     attempts.push(AttemptRecord {
                         provider: index,
-                        status: Some(200),
+                        status,
                         kind: None,
                         waited,
                         duration,
@@ -206,13 +223,12 @@ where
                 duration,
             });
             if failure.kind == ErrorKind::Timeout && cut_by_deadline {
-                let deadline = spec.deadline.unwrap_or_default();
-                let last = Some((index, failure));
-                return Err(fail(
-                    CallError::Deadline { deadline, last },
-                    attempts,
-                    on_event,
-                ));
+                let reason = "the deadline cut the attempt short".to_string();
+                let error = CallError::Deadline {
+                    deadline,
+                    last: Some((index, failure)),
+                };
+                return Err(fail(error, attempts, reason, on_event));
             }
             let situation = Situation {
                 failure: &failure,
@@ -221,8 +237,8 @@ where
                 now: clock.wall(),
                 overloaded_statuses: &slot.overloaded_statuses,
             };
-            let decision = spec.policy.decide(&situation, unit());
-            let fail_over = match decision {
+            let Verdict { decision, reason } = spec.policy.decide_explained(&situation, unit());
+            let (fail_over, reason) = match decision {
                 Decision::Retry(wait) if remaining(clock).is_none_or(|l| wait < l) => {
                     retries_done += 1;
                     on_event(Event::RetryScheduled {
@@ -232,6 +248,7 @@ where
                         delay: wait,
                         kind: failure.kind,
                         status: failure.status,
+                        reason,
                     });
                     clock.sleep(wait).await;
                     waited = wait;
@@ -239,8 +256,14 @@ where
                     continue;
                 }
                 // A wait that would end past the deadline is not slept.
-                Decision::Retry(_) => failure.kind.fails_over(),
-                Decision::GiveUp { fail_over, .. } => fail_over,
+                Decision::Retry(wait) => {
+                    let why = format!(
+                        "a {:.3}s wait would end past the deadline",
+                        wait.as_secs_f64()
+                    );
+                    (failure.kind.fails_over(), why)
+                }
+                Decision::GiveUp { fail_over, .. } => (fail_over, reason),
             };
             if fail_over && !is_last {
                 on_event(Event::FailedOver {
@@ -248,10 +271,15 @@ where
                     from_provider: index,
                     to_provider: index + 1,
                     failure: failure.clone(),
+                    reason,
                 });
                 last = Some((index, failure));
                 break;
             }
+            let reason = match (fail_over, is_last) {
+                (true, _) => format!("{reason}; no provider left to fail over to"),
+                (false, _) => format!("{reason}; {} does not fail over", failure.kind.as_str()),
+            };
             let retry_after =
                 hints::retry_after(&failure.headers, failure.body.as_deref(), clock.wall());
             let error = CallError::Provider {
@@ -259,14 +287,15 @@ where
                 failure,
                 retry_after,
             };
-            return Err(fail(error, attempts, on_event));
+            return Err(fail(error, attempts, reason, on_event));
         }
     }
     // Only reached with no providers at all; the bindings refuse that earlier.
-    let deadline = spec.deadline.unwrap_or_default();
+    let reason = "no provider to call".to_string();
     Err(fail(
         CallError::Deadline { deadline, last },
         attempts,
+        reason,
         on_event,
     ))
 }
@@ -279,6 +308,12 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::Mutex;
     use ErrorKind::*;
+
+    impl Answer for &'static str {
+        fn status(&self) -> u16 {
+            200
+        }
+    }
 
     fn slots(n: usize) -> Vec<ProviderSlot> {
         (0..n)

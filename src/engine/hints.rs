@@ -260,6 +260,69 @@ pub fn rfc3339(value: &str) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::new(unix, nanos))
 }
 
+/// A lenient RFC 2822 date, as Python's `email.utils.parsedate_tz` and Ruby's
+/// `DateTime.rfc2822` read them: `[Www, ]D Mon YYYY HH:MM[:SS] [zone]`, the
+/// zone `GMT`, `UT`, `UTC`, `Z`, a US zone or `+hhmm`/`-hhmm` (none: UTC).
+pub fn rfc2822(value: &str) -> Option<SystemTime> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let mut value = value.trim();
+    if let Some((day_name, rest)) = value.split_once(',') {
+        if !day_name.trim().chars().all(|c| c.is_ascii_alphabetic()) {
+            return None;
+        }
+        value = rest;
+    }
+    let mut parts = value.split_ascii_whitespace();
+    let day: i64 = parts
+        .next()?
+        .parse()
+        .ok()
+        .filter(|d| (1..=31).contains(d))?;
+    let month_name = parts.next()?.to_ascii_lowercase();
+    let month = MONTHS.iter().position(|m| *m == month_name)? as i64 + 1;
+    let year_text = parts.next()?;
+    let mut year: i64 = year_text.parse().ok()?;
+    if year_text.len() == 2 {
+        year += if year < 50 { 2000 } else { 1900 };
+    }
+    let mut clock = parts.next()?.split(':');
+    let mut field = |max: i64| -> Option<i64> {
+        let part = clock.next()?;
+        (part.len() == 2).then_some(())?;
+        part.parse().ok().filter(|v| (0..=max).contains(v))
+    };
+    let (hour, minute) = (field(23)?, field(59)?);
+    let second = field(60).unwrap_or(0);
+    let offset_minutes = match parts.next().map(str::to_ascii_uppercase).as_deref() {
+        None | Some("GMT" | "UT" | "UTC" | "Z") => 0,
+        Some("EDT") => -4 * 60,
+        Some("EST" | "CDT") => -5 * 60,
+        Some("CST" | "MDT") => -6 * 60,
+        Some("MST" | "PDT") => -7 * 60,
+        Some("PST") => -8 * 60,
+        Some(zone) => {
+            let (sign, digits) = match zone.as_bytes().first()? {
+                b'+' => (1, &zone[1..]),
+                b'-' => (-1, &zone[1..]),
+                _ => return None,
+            };
+            if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let hhmm: i64 = digits.parse().ok()?;
+            sign * ((hhmm / 100) * 60 + hhmm % 100)
+        }
+    };
+    if parts.next().is_some() {
+        return None;
+    }
+    let unix = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset_minutes * 60;
+    UNIX_EPOCH.checked_add(Duration::from_secs(u64::try_from(unix).ok()?))
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -458,6 +521,32 @@ mod tests {
             ("anthropic-ratelimit-tokens-reset", "2020-01-01T00:00:00Z"),
         ];
         assert_eq!(wait(&past), ms(0));
+    }
+
+    #[test]
+    fn lenient_rfc2822_dates() {
+        let at_now = Some(at(NOW));
+        assert_eq!(rfc2822("Sun, 15 Jun 2025 15:06:40 GMT"), at_now);
+        assert_eq!(rfc2822("15 Jun 2025 15:06:40 +0000"), at_now);
+        assert_eq!(rfc2822("Sun, 15 Jun 2025 17:06:40 +0200"), at_now);
+        assert_eq!(rfc2822("Sun, 15 Jun 2025 08:06:40 PDT"), at_now);
+        assert_eq!(rfc2822("15 Jun 25 15:06:40"), at_now);
+        assert_eq!(
+            rfc2822("Sun, 5 Jan 2025 00:00 GMT"),
+            Some(at(1_736_035_200))
+        );
+        for bad in [
+            "",
+            "soon",
+            "32 Jun 2025 15:06:40 GMT",
+            "15 Foo 2025 15:06:40",
+            "15 Jun 2025 25:00:00",
+            "15 Jun 2025 15:06:40 +02",
+            "15 Jun 2025 15:06:40 GMT extra",
+            "1, 15 Jun 2025 15:06:40",
+        ] {
+            assert_eq!(rfc2822(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -36,7 +36,13 @@ impl Backoff {
         let exp = self.multiplier.powi(n.min(1000) as i32);
         let base = (self.initial * exp).min(self.max);
         let jittered = base * (1.0 - self.jitter * unit.clamp(0.0, 1.0));
-        secs(jittered).unwrap_or(Duration::ZERO)
+        // A wait too long for a Duration is as good as forever; the caps and
+        // the deadline decide whether it is slept.
+        secs(jittered).unwrap_or(if jittered > 0.0 {
+            Duration::MAX
+        } else {
+            Duration::ZERO
+        })
     }
 }
 
@@ -139,6 +145,11 @@ impl RetryPolicy {
 
     /// Decides after a failed attempt; `unit` is a draw from U[0,1) for jitter.
     pub fn decide(&self, s: &Situation<'_>, unit: f64) -> Decision {
+        self.decide_explained(s, unit).decision
+    }
+
+    /// [`decide`](Self::decide), with the reason in words for the log.
+    pub fn decide_explained(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         match &self.preset {
             Preset::Default => self.decide_default(s, unit),
             Preset::Laravel => self.decide_laravel(s),
@@ -155,19 +166,23 @@ impl RetryPolicy {
         }
     }
 
-    fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Decision {
+    fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         let f = s.failure;
         let hint = hints::server_wait(&f.headers, f.body.as_deref(), s.now);
         let fail_over = f.kind.fails_over();
-        let give_up = |cooldown| Decision::GiveUp {
-            fail_over,
-            cooldown,
-        };
-        if !f.kind.retryable() || hints::should_retry(&f.headers) == Some(false) {
-            return give_up(hint);
+        let give_up = |cooldown, reason: String| Verdict::give_up(fail_over, cooldown, reason);
+        if !f.kind.retryable() {
+            return give_up(hint, format!("{} is not retried", f.kind.as_str()));
         }
-        if s.retries_done >= self.retry_limit(s.is_last) {
-            return give_up(hint);
+        if hints::should_retry(&f.headers) == Some(false) {
+            return give_up(hint, "the provider sent x-should-retry: false".into());
+        }
+        let limit = self.retry_limit(s.is_last);
+        if s.retries_done >= limit {
+            return give_up(
+                hint,
+                format!("the retry limit on this provider ({limit}) is reached"),
+            );
         }
         if let Some(wait) = hint {
             let cap = if s.is_last {
@@ -175,30 +190,46 @@ impl RetryPolicy {
             } else {
                 self.max_retry_after
             };
+            let (secs, cap_secs) = (wait.as_secs_f64(), cap.as_secs_f64());
             return if wait <= cap {
-                Decision::Retry(wait)
+                Verdict::retry(
+                    wait,
+                    format!("the provider asked for {secs:.3}s, within the {cap_secs}s cap"),
+                )
             } else {
-                give_up(Some(wait))
+                give_up(
+                    Some(wait),
+                    format!("the provider asked for {secs:.3}s, over the {cap_secs}s cap"),
+                )
             };
         }
         if s.is_last {
-            return Decision::Retry(self.backoff.delay(s.retries_done, unit));
+            let step = s.retries_done + 1;
+            let reason = format!("no wait hint; backoff step {step} on the last provider");
+            return Verdict::retry(self.backoff.delay(s.retries_done, unit), reason);
         }
         // Blips (a 5xx, a dropped connection) are usually gone a moment later:
         // one quick retry keeps the caller on the model it chose. A rate limit,
         // an overload or a silent provider will not clear in half a second.
         match f.kind {
             ErrorKind::ServerError | ErrorKind::Connection if s.retries_done == 0 => {
-                Decision::Retry(self.backoff.delay(0, unit))
+                let reason = format!(
+                    "no wait hint; one quick retry after a {} blip",
+                    f.kind.as_str()
+                );
+                Verdict::retry(self.backoff.delay(0, unit), reason)
             }
-            _ => give_up(None),
+            kind => give_up(
+                None,
+                format!("no wait hint; {} fails over at once", kind.as_str()),
+            ),
         }
     }
 
     /// laravel/ai 1.2.1 `withErrorHandling`: two attempts per provider; the
     /// retry needs a 429 or overloaded status and a `Retry-After` of plain
     /// integer seconds no larger than 10.
-    fn decide_laravel(&self, s: &Situation<'_>) -> Decision {
+    fn decide_laravel(&self, s: &Situation<'_>) -> Verdict {
         const MAX_WAIT_SECS: u64 = 10;
         let f = s.failure;
         let status = f.status.unwrap_or(0);
@@ -210,7 +241,9 @@ impl RetryPolicy {
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|v| v.parse::<u64>().ok());
             if let Some(wait) = plain_int.filter(|w| *w <= MAX_WAIT_SECS) {
-                return Decision::Retry(Duration::from_secs(wait));
+                let reason =
+                    format!("laravel: Retry-After {wait} is a plain integer <= {MAX_WAIT_SECS}");
+                return Verdict::retry(Duration::from_secs(wait), reason);
             }
         }
         let fail_over = busy
@@ -218,10 +251,14 @@ impl RetryPolicy {
                 f.kind,
                 ErrorKind::InsufficientCredits | ErrorKind::Connection | ErrorKind::Timeout
             );
-        Decision::GiveUp {
-            fail_over,
-            cooldown: None,
-        }
+        let reason = if !busy {
+            "laravel: only a 429 or an overloaded status is retried"
+        } else if s.retries_done >= self.max_retries {
+            "laravel: two attempts per provider"
+        } else {
+            "laravel: Retry-After is not a plain integer <= 10"
+        };
+        Verdict::give_up(fail_over, None, reason.into())
     }
 
     /// ruby_llm 1.16 over faraday-retry 2.4.
@@ -230,17 +267,19 @@ impl RetryPolicy {
         s: &Situation<'_>,
         max_interval: Option<Duration>,
         unit: f64,
-    ) -> Decision {
+    ) -> Verdict {
         const RETRY_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
         let f = s.failure;
-        let give_up = Decision::GiveUp {
-            fail_over: f.kind.fails_over(),
-            cooldown: None,
+        let give_up = |reason: &str| {
+            Verdict::give_up(f.kind.fails_over(), None, format!("ruby_llm: {reason}"))
         };
         let retried_kind = matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection)
             || f.status.is_some_and(|st| RETRY_STATUSES.contains(&st));
-        if !retried_kind || s.retries_done >= self.max_retries {
-            return give_up;
+        if !retried_kind {
+            return give_up("this failure is not retried");
+        }
+        if s.retries_done >= self.max_retries {
+            return give_up("3 retries used");
         }
         // faraday-retry: interval * factor**n capped at max_interval, plus
         // rand * interval_randomness * interval.
@@ -256,24 +295,28 @@ impl RetryPolicy {
         .reduce(f64::max);
         let max = max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64());
         let wait = match header {
-            Some(h) if h > max => return give_up,
+            Some(h) if h > max => return give_up("the header wait is over max_interval"),
             Some(h) if h >= interval => h,
             _ => interval,
         };
-        secs(wait).map_or(give_up, Decision::Retry)
+        match secs(wait) {
+            Some(wait) => Verdict::retry(
+                wait,
+                "ruby_llm: the larger of the header wait and the backoff".into(),
+            ),
+            None => give_up("the wait cannot be slept"),
+        }
     }
 
     /// openai-python: 2 retries on 408, 409, 429, >=500, timeouts and
     /// connection errors; `x-should-retry` overrides the status.
-    fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Decision {
+    fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         const MAX_HINT_SECS: f64 = 120.0;
         let f = s.failure;
-        let give_up = Decision::GiveUp {
-            fail_over: f.kind.fails_over(),
-            cooldown: None,
-        };
+        let give_up =
+            |reason: &str| Verdict::give_up(f.kind.fails_over(), None, format!("openai: {reason}"));
         if s.retries_done >= self.max_retries {
-            return give_up;
+            return give_up("2 retries used");
         }
         let wanted = match (hints::should_retry(&f.headers), f.status) {
             (Some(flag), Some(_)) => flag,
@@ -281,13 +324,47 @@ impl RetryPolicy {
             (_, None) => matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection),
         };
         if !wanted {
-            return give_up;
+            return give_up("this failure is not retried");
         }
-        let hint = python_float_wait(&f.headers, s.now);
-        match hint {
-            Some(v) if v.is_finite() && v > MAX_HINT_SECS => give_up,
-            Some(v) if v > 0.0 && v <= MAX_HINT_SECS => secs(v).map_or(give_up, Decision::Retry),
-            _ => Decision::Retry(self.backoff.delay(s.retries_done, unit)),
+        let backoff = || {
+            let reason = "openai: backoff".to_string();
+            Verdict::retry(self.backoff.delay(s.retries_done, unit), reason)
+        };
+        match python_float_wait(&f.headers, s.now) {
+            Some(v) if v.is_finite() && v > MAX_HINT_SECS => {
+                give_up("the server wait is over 120s")
+            }
+            Some(v) if v > 0.0 && v <= MAX_HINT_SECS => match secs(v) {
+                Some(wait) => Verdict::retry(wait, "openai: the server wait, within 120s".into()),
+                None => backoff(),
+            },
+            _ => backoff(),
+        }
+    }
+}
+
+/// A decision with its reason, for the DEBUG log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub reason: String,
+}
+
+impl Verdict {
+    fn retry(wait: Duration, reason: String) -> Self {
+        Self {
+            decision: Decision::Retry(wait),
+            reason,
+        }
+    }
+
+    fn give_up(fail_over: bool, cooldown: Option<Duration>, reason: String) -> Self {
+        Self {
+            decision: Decision::GiveUp {
+                fail_over,
+                cooldown,
+            },
+            reason,
         }
     }
 }
@@ -303,7 +380,7 @@ fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
     if let Some(s) = float(value) {
         return Some(s);
     }
-    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    let at = hints::rfc2822(value).or_else(|| httpdate::parse_http_date(value.trim()).ok())?;
     Some(match at.duration_since(now) {
         Ok(ahead) => ahead.as_secs_f64(),
         Err(behind) => -behind.duration().as_secs_f64(),
@@ -314,14 +391,11 @@ fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
 /// Ruby's `String#to_f` (the leading number, or 0.0).
 fn ruby_header_wait(headers: &hints::Headers, name: &str, now: SystemTime) -> Option<f64> {
     let value = headers.get(name)?;
-    let looks_like_date = value.trim().as_bytes().get(3) == Some(&b',');
-    if looks_like_date {
-        if let Ok(at) = httpdate::parse_http_date(value.trim()) {
-            return Some(match at.duration_since(now) {
-                Ok(ahead) => ahead.as_secs_f64(),
-                Err(behind) => -behind.duration().as_secs_f64(),
-            });
-        }
+    if let Some(at) = hints::rfc2822(value) {
+        return Some(match at.duration_since(now) {
+            Ok(ahead) => ahead.as_secs_f64(),
+            Err(behind) => -behind.duration().as_secs_f64(),
+        });
     }
     Some(ruby_to_f(value))
 }
@@ -427,6 +501,15 @@ mod tests {
             Duration::from_millis(437) + Duration::from_micros(500)
         );
         assert_eq!(b.delay(4000, 0.0), Duration::from_secs(8));
+        let huge = Backoff {
+            max: 1e30,
+            ..Backoff::default()
+        };
+        assert_eq!(
+            huge.delay(200, 0.0),
+            Duration::MAX,
+            "too long is forever, never 0"
+        );
     }
 
     #[test]
@@ -567,7 +650,14 @@ mod tests {
             ),
             retry(10_000)
         );
-        for value in ["1.5", "11", "Sun, 06 Nov 2094 08:49:37 GMT", "", " 1", "-1"] {
+        for value in [
+            "1.5",
+            "11",
+            &httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 3)),
+            "",
+            " 1",
+            "-1",
+        ] {
             let f = failure(RateLimited, Some(429), &[("retry-after", value)]);
             assert_eq!(decide(&p, &f, 0, false, 0.0), fail_over(), "{value:?}");
         }
@@ -776,6 +866,63 @@ mod tests {
         );
         let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 30));
         assert_eq!(decide(&p, &hint(&date), 0, false, 0.0), retry(30_000));
+    }
+
+    #[test]
+    fn presets_read_rfc2822_dates_with_numeric_zones() {
+        // 30 s after NOW, written the way email.utils / DateTime.rfc2822 accept.
+        let date = "15 Jun 2025 17:07:10 +0200";
+        let f = failure(RateLimited, Some(429), &[("retry-after", date)]);
+        assert_eq!(
+            decide(&RetryPolicy::openai(), &f, 0, false, 0.0),
+            retry(30_000)
+        );
+        assert_eq!(
+            decide(&RetryPolicy::ruby_llm(None), &f, 0, false, 0.0),
+            retry(30_000)
+        );
+        // The default policy reads only HTTP-dates (RFC 9110): no hint, fail over.
+        assert_eq!(
+            decide(&RetryPolicy::default(), &f, 0, false, 0.0),
+            fail_over()
+        );
+    }
+
+    #[test]
+    fn every_decision_has_a_reason() {
+        let p = RetryPolicy::default();
+        let s = |f: &Failure, is_last| {
+            let situation = Situation {
+                failure: f,
+                retries_done: 0,
+                is_last,
+                now: UNIX_EPOCH + Duration::from_secs(NOW),
+                overloaded_statuses: &[503],
+            };
+            p.decide_explained(&situation, 0.0).reason
+        };
+        assert_eq!(
+            s(
+                &failure(RateLimited, Some(429), &[("retry-after", "300")]),
+                false
+            ),
+            "the provider asked for 300.000s, over the 10s cap"
+        );
+        assert_eq!(
+            s(
+                &failure(RateLimited, Some(429), &[("retry-after", "1")]),
+                false
+            ),
+            "the provider asked for 1.000s, within the 10s cap"
+        );
+        assert_eq!(
+            s(&failure(Overloaded, Some(503), &[]), false),
+            "no wait hint; overloaded fails over at once"
+        );
+        assert_eq!(
+            s(&failure(Auth, Some(401), &[]), false),
+            "auth is not retried"
+        );
     }
 
     #[test]

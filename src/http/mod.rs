@@ -48,6 +48,8 @@ impl ReqwestTransport {
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
+            // Following a redirect would carry the key to whatever host it names.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("failover/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;

@@ -85,6 +85,13 @@ pub struct ChatResponse {
     pub request_id: Option<String>,
     /// The response body as received (valid UTF-8 JSON).
     pub raw: String,
+    pub status: u16,
+}
+
+impl crate::engine::Answer for ChatResponse {
+    fn status(&self) -> u16 {
+        self.status
+    }
 }
 
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
@@ -96,9 +103,7 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));
     for (name, value) in &provider.headers {
-        // A user header that looks like a credential is kept out of messages too.
-        let lower = name.to_ascii_lowercase();
-        if lower.contains("key") || lower.contains("auth") || lower.contains("token") {
+        if is_credential_header(name) {
             secret_headers.push((name.clone(), value.clone()));
         } else {
             headers.push((name.clone(), value.clone()));
@@ -141,6 +146,7 @@ pub fn parse_response(
     match parsed {
         Ok(mut answer) => {
             answer.request_id = request_id;
+            answer.status = response.status;
             // from_slice succeeded, so the body is valid UTF-8.
             answer.raw = String::from_utf8(response.body).unwrap_or_default();
             Ok(answer)
@@ -176,9 +182,16 @@ fn error_failure(
             .as_str()
             .map(str::to_string)
     });
-    let message = match parsed.message {
-        Some(m) => format!("{} returned {}: {m}", provider.name, response.status),
-        None => format!("{} returned {}", provider.name, response.status),
+    let message = match (
+        parsed.message.map(|m| redact(provider, &m)),
+        response.headers.get("location"),
+    ) {
+        (Some(m), _) => format!("{} returned {}: {m}", provider.name, response.status),
+        (None, Some(_)) if (300..400).contains(&response.status) => format!(
+            "{} returned {} (a redirect, which failover does not follow: check base_url)",
+            provider.name, response.status
+        ),
+        (None, _) => format!("{} returned {}", provider.name, response.status),
     };
     Failure {
         kind,
@@ -190,14 +203,37 @@ fn error_failure(
     }
 }
 
-/// Removes the provider's key from text a provider sent back.
+/// A user header that looks like a credential is treated as one: sent
+/// marked sensitive and removed from anything a provider echoes back.
+fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["key", "auth", "token", "secret", "cookie"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+/// Removes the provider's credentials from text a provider sent back, also
+/// in the JSON-escaped form they take inside a raw body.
 fn redact(provider: &ProviderConfig, text: &str) -> String {
-    match &provider.api_key {
-        Some(key) if key.len() >= 4 && text.contains(key.as_str()) => {
-            text.replace(key.as_str(), "<redacted>")
+    let header_secrets = provider
+        .headers
+        .iter()
+        .filter(|(name, _)| is_credential_header(name))
+        .map(|(_, value)| value);
+    let mut out = text.to_string();
+    for secret in provider.api_key.iter().chain(header_secrets) {
+        // Very short values would redact ordinary words; no real key is that short.
+        if secret.len() < 8 {
+            continue;
         }
-        _ => text.to_string(),
+        let escaped = secret.replace('/', "\\/");
+        for form in [secret.as_str(), escaped.as_str()] {
+            if out.contains(form) {
+                out = out.replace(form, "<redacted>");
+            }
+        }
     }
+    out
 }
 
 fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {
@@ -277,6 +313,32 @@ mod tests {
             (f.kind, f.message.as_str()),
             (ErrorKind::Overloaded, "p returned 529")
         );
+    }
+
+    #[test]
+    fn escaped_and_header_secrets_are_redacted() {
+        let mut p = provider(Wire::OpenAI);
+        p.api_key = Some("sk-ab/cd+ef-123".into());
+        p.headers.push(("api-key".into(), "AZ-SECRET-9999".into()));
+        let body = br#"{"error":{"message":"bad key sk-ab\/cd+ef-123 and AZ-SECRET-9999"}}"#;
+        let f = parse_response(&p, response(401, body)).unwrap_err();
+        for text in [f.message.as_str(), f.body.as_deref().unwrap()] {
+            assert!(
+                !text.contains("sk-ab") && !text.contains("AZ-SECRET"),
+                "{text}"
+            );
+            assert!(text.contains("<redacted>"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_redirect_is_a_bad_request_that_names_base_url() {
+        let mut r = response(307, b"");
+        r.headers
+            .push("location", "https://elsewhere.example/v1/chat/completions");
+        let f = parse_response(&provider(Wire::OpenAI), r).unwrap_err();
+        assert_eq!(f.kind, ErrorKind::BadRequest);
+        assert!(f.message.contains("check base_url"), "{}", f.message);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Sleepers from Python: the real clock, the virtual clock behind
 //! `failover.testing.FakeSleeper`, or any callable.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use tokio::sync::oneshot;
 
 use crate::engine::clock::SleepFuture;
 use crate::engine::{Clock, ManualClock, TokioClock};
@@ -60,6 +62,9 @@ pub struct CallableClock {
     callable: Arc<Py<PyAny>>,
     origin: Instant,
     in_asyncio: bool,
+    /// Where a BaseException (KeyboardInterrupt, SystemExit, CancelledError)
+    /// raised by the sleeper goes: it ends the call instead of being logged.
+    interrupt: Arc<Mutex<Option<oneshot::Sender<PyErr>>>>,
 }
 
 impl Clock for CallableClock {
@@ -73,27 +78,46 @@ impl Clock for CallableClock {
 
     fn sleep(&self, duration: Duration) -> SleepFuture {
         let callable = Arc::clone(&self.callable);
+        let interrupt = Arc::clone(&self.interrupt);
         let in_asyncio = self.in_asyncio;
         Box::pin(async move {
-            let awaitable = Python::attach(|py| {
-                let result = callable
-                    .call1(py, (duration.as_secs_f64(),))?
-                    .into_bound(py);
-                if in_asyncio && result.hasattr("__await__")? {
-                    pyo3_async_runtimes::tokio::into_future(result).map(Some)
-                } else {
-                    Ok(None)
-                }
-            });
+            let call = || {
+                Python::attach(|py| {
+                    let result = callable
+                        .call1(py, (duration.as_secs_f64(),))?
+                        .into_bound(py);
+                    if in_asyncio && result.hasattr("__await__")? {
+                        pyo3_async_runtimes::tokio::into_future(result).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                })
+            };
+            // On async calls this runs on a runtime worker: a blocking sleeper
+            // must not stall the other tasks scheduled there.
+            let awaitable = if in_asyncio {
+                tokio::task::block_in_place(call)
+            } else {
+                call()
+            };
             let outcome = match awaitable {
                 Ok(Some(fut)) => fut.await.map(drop),
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };
-            if let Err(e) = outcome {
+            let Err(error) = outcome else { return };
+            let ordinary = Python::attach(|py| error.is_instance_of::<PyException>(py));
+            if ordinary {
                 // A broken sleeper must not end the call; Python reports it.
-                Python::attach(|py| e.write_unraisable(py, None));
+                Python::attach(|py| error.write_unraisable(py, None));
+                return;
             }
+            let sender = interrupt.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(sender) = sender {
+                let _ = sender.send(error);
+            }
+            // The call is being ended by whoever holds the receiver.
+            std::future::pending::<()>().await;
         })
     }
 }
@@ -122,7 +146,19 @@ impl CallClock {
             callable: Arc::new(sleeper.clone().unbind()),
             origin: Instant::now(),
             in_asyncio,
+            interrupt: Arc::new(Mutex::new(None)),
         }))
+    }
+
+    /// For a callable sleeper: resolves with the BaseException it raised,
+    /// which must end the call.
+    pub fn interruption(&mut self) -> Option<oneshot::Receiver<PyErr>> {
+        let Self::Callable(clock) = self else {
+            return None;
+        };
+        let (sender, receiver) = oneshot::channel();
+        *clock.interrupt.lock().unwrap_or_else(|e| e.into_inner()) = Some(sender);
+        Some(receiver)
     }
 }
 

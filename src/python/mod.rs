@@ -5,6 +5,8 @@
 
 mod client;
 mod clock;
+mod convert;
+mod events;
 mod mock;
 
 use pyo3::prelude::*;

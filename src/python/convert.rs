@@ -1,0 +1,282 @@
+//! Conversions between Python values and the engine's: messages in, results
+//! and typed exceptions out.
+
+use std::time::{Duration, SystemTime};
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::Value;
+
+use crate::engine::policy::{Backoff, Preset};
+use crate::engine::{hints, AttemptRecord, CallError, CallFailure, Failure, RetryPolicy};
+use crate::providers::{ChatResponse, ProviderConfig};
+
+pub type PolicyTuple = (
+    String,
+    u32,
+    u32,
+    f64,
+    f64,
+    (f64, f64, f64, f64),
+    Option<f64>,
+);
+
+/// A function or class of `failover._exceptions`, looked up once.
+pub fn exceptions_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module = MODULE.get_or_try_init(py, || {
+        PyModule::import(py, "failover._exceptions").map(Bound::unbind)
+    })?;
+    module.bind(py).getattr(name)
+}
+
+/// A `failover.ConfigurationError` (also a `ValueError`).
+pub fn configuration_error(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| {
+        match exceptions_attr(py, "ConfigurationError").and_then(|c| c.call1((&message,))) {
+            Ok(error) => PyErr::from_value(error),
+            Err(e) => e,
+        }
+    })
+}
+
+/// Seconds from Python as a `Duration`, refusing what no clock can hold.
+pub fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    hints::secs(value).ok_or_else(|| {
+        configuration_error(format!(
+            "{name} must be a finite number of seconds >= 0, got {value}"
+        ))
+    })
+}
+
+pub fn policy_from_tuple(t: PolicyTuple) -> PyResult<RetryPolicy> {
+    let (
+        preset,
+        max_retries,
+        max_retries_last,
+        cap,
+        cap_last,
+        (initial, multiplier, max, jitter),
+        max_interval,
+    ) = t;
+    let max_interval = max_interval
+        .map(|v| seconds("max_interval", v))
+        .transpose()?;
+    let base = match preset.as_str() {
+        "default" => RetryPolicy::default(),
+        "laravel" => RetryPolicy::laravel(),
+        "ruby_llm" => RetryPolicy::ruby_llm(max_interval),
+        "openai" => RetryPolicy::openai(),
+        other => {
+            return Err(configuration_error(format!(
+                "unknown retry preset {other:?}"
+            )))
+        }
+    };
+    if base.preset != Preset::Default {
+        // Presets are exact reproductions; their numbers are not tunable.
+        return Ok(base);
+    }
+    Ok(RetryPolicy {
+        max_retries,
+        max_retries_last,
+        max_retry_after: seconds("max_retry_after", cap)?,
+        max_retry_after_last: seconds("max_retry_after_last", cap_last)?,
+        backoff: Backoff {
+            initial,
+            multiplier,
+            max,
+            jitter,
+        },
+        preset: Preset::Default,
+    })
+}
+
+/// A Python message list -> JSON values; anything JSON cannot carry is a
+/// `ConfigurationError` naming it.
+pub fn messages_from(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    match to_json(messages, 0) {
+        Ok(Value::Array(items)) => Ok(items),
+        Ok(_) => Err(configuration_error("messages must be a list of dicts")),
+        Err(why) => Err(configuration_error(format!(
+            "messages cannot be sent as JSON: {why}"
+        ))),
+    }
+}
+
+fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+    if depth > 64 {
+        return Err("nested more than 64 levels deep".into());
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        let text = s
+            .to_cow()
+            .map_err(|_| "text must be valid Unicode (a lone surrogate cannot be sent)")?;
+        return Ok(Value::String(text.into_owned()));
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Value::Bool(obj.is_truthy().map_err(|e| e.to_string())?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        return obj
+            .extract::<u64>()
+            .map(Value::from)
+            .map_err(|_| "an integer does not fit in 64 bits".into());
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        let f: f64 = obj.extract().map_err(|e: PyErr| e.to_string())?;
+        return serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| "NaN and infinity are not JSON".into());
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let key = k.cast::<PyString>().map_err(|_| "dict keys must be str")?;
+            let key = key
+                .to_cow()
+                .map_err(|_| "dict keys must be valid Unicode")?;
+            map.insert(key.into_owned(), to_json(&v, depth + 1)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|v| to_json(&v, depth + 1))
+            .collect::<Result<_, _>>()
+            .map(Value::Array);
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t
+            .iter()
+            .map(|v| to_json(&v, depth + 1))
+            .collect::<Result<_, _>>()
+            .map(Value::Array);
+    }
+    let type_name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    Err(format!(
+        "they may hold dict, list, str, int, float, bool and None, not {type_name}"
+    ))
+}
+
+pub fn response_tuple(
+    py: Python<'_>,
+    r: ChatResponse,
+    provider: &str,
+    attempts: Py<PyAny>,
+    call_id: &str,
+) -> PyResult<Py<PyAny>> {
+    let u = r.usage;
+    let usage = (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        u.reasoning_tokens,
+    );
+    let tuple = (
+        r.text,
+        provider,
+        r.model,
+        r.finish_reason,
+        usage,
+        attempts,
+        r.request_id,
+        r.raw,
+        call_id,
+    );
+    Ok(tuple.into_pyobject(py)?.into_any().unbind())
+}
+
+pub fn attempts_list(
+    py: Python<'_>,
+    attempts: &[AttemptRecord],
+    names: &[&str],
+) -> PyResult<Py<PyAny>> {
+    let items: Vec<_> = attempts
+        .iter()
+        .map(|a| {
+            (
+                names[a.provider],
+                a.status,
+                a.kind.map(|k| k.as_str()),
+                a.waited.as_secs_f64(),
+                a.duration.as_secs_f64(),
+            )
+        })
+        .collect();
+    Ok(PyList::new(py, items)?.into_any().unbind())
+}
+
+/// The typed Python exception for a provider failure.
+pub fn provider_error(
+    py: Python<'_>,
+    failure: &Failure,
+    provider: &str,
+    config: &ProviderConfig,
+    now: SystemTime,
+    attempts: Option<Py<PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let retry_after = hints::retry_after(&failure.headers, failure.body.as_deref(), now);
+    let info = PyDict::new(py);
+    info.set_item("provider", provider)?;
+    info.set_item("model", &config.model)?;
+    info.set_item("status", failure.status)?;
+    info.set_item("request_id", failure.request_id.as_deref())?;
+    info.set_item("retry_after", retry_after.map(|d| d.as_secs_f64()))?;
+    info.set_item("body", failure.body.as_deref())?;
+    info.set_item("attempts", attempts)?;
+    let build = exceptions_attr(py, "_provider_error")?;
+    Ok(build
+        .call1((failure.kind.as_str(), &failure.message, info))?
+        .unbind())
+}
+
+/// The exception a failed call raises.
+pub fn call_error(
+    py: Python<'_>,
+    failure: &CallFailure,
+    names: &[&str],
+    configs: &[&ProviderConfig],
+    call_id: &str,
+    now: SystemTime,
+) -> PyResult<Py<PyAny>> {
+    let attempts = attempts_list(py, &failure.attempts, names)?;
+    match &failure.error {
+        CallError::Provider {
+            provider,
+            failure: f,
+            ..
+        } => provider_error(
+            py,
+            f,
+            names[*provider],
+            configs[*provider],
+            now,
+            Some(attempts),
+        ),
+        CallError::Deadline { deadline, last } => {
+            let cause = match last {
+                Some((p, f)) => Some(provider_error(py, f, names[*p], configs[*p], now, None)?),
+                None => None,
+            };
+            let build = exceptions_attr(py, "_deadline_error")?;
+            Ok(build
+                .call1((deadline.as_secs_f64(), attempts, cause, call_id))?
+                .unbind())
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Where a call's events go: straight to the Python emitter on sync calls,
+//! and onto the caller's asyncio loop (in the caller's context) on async
+//! calls, so hooks and log handlers never run on a tokio worker thread.
+
+use std::time::SystemTime;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3_async_runtimes::TaskLocals;
+
+use super::convert::provider_error;
+use crate::engine::Event;
+use crate::providers::ProviderConfig;
+
+pub struct EventTarget {
+    /// `failover._events._emitter(on_event)`: `emit(kind, payload)`.
+    emit: Py<PyAny>,
+    /// The caller's event loop and context, on async calls.
+    locals: Option<TaskLocals>,
+}
+
+impl EventTarget {
+    pub fn new(emit: Py<PyAny>, locals: Option<TaskLocals>) -> Self {
+        Self { emit, locals }
+    }
+
+    /// Hands one event to Python; a failure there is reported, never raised.
+    pub fn send(&self, py: Python<'_>, kind: &str, payload: Bound<'_, PyAny>) {
+        let delivered = match &self.locals {
+            None => self.emit.call1(py, (kind, payload)).map(drop),
+            Some(locals) => {
+                let kwargs = PyDict::new(py);
+                kwargs
+                    .set_item("context", locals.context(py))
+                    .and_then(|_| {
+                        let args = (self.emit.bind(py), kind, payload);
+                        locals
+                            .event_loop(py)
+                            .call_method("call_soon_threadsafe", args, Some(&kwargs))
+                            .map(drop)
+                    })
+            }
+        };
+        if let Err(e) = delivered {
+            e.write_unraisable(py, None);
+        }
+    }
+
+    /// An engine event -> the Python event payload.
+    pub fn send_engine_event(
+        &self,
+        py: Python<'_>,
+        event: &Event,
+        names: &[&str],
+        configs: &[&ProviderConfig],
+        now: SystemTime,
+    ) {
+        let payload = match event {
+            Event::RetryScheduled {
+                call_id,
+                provider,
+                attempt,
+                delay,
+                kind,
+                status,
+                reason,
+            } => (
+                "RetryScheduled",
+                (
+                    call_id.as_str(),
+                    names[*provider],
+                    *attempt,
+                    delay.as_secs_f64(),
+                    kind.as_str(),
+                    *status,
+                    reason.as_str(),
+                )
+                    .into_pyobject(py)
+                    .map(Bound::into_any),
+            ),
+            Event::FailedOver {
+                call_id,
+                from_provider,
+                to_provider,
+                failure,
+                reason,
+            } => (
+                "FailedOver",
+                provider_error(
+                    py,
+                    failure,
+                    names[*from_provider],
+                    configs[*from_provider],
+                    now,
+                    None,
+                )
+                .and_then(|error| {
+                    (
+                        call_id.as_str(),
+                        names[*from_provider],
+                        names[*to_provider],
+                        error,
+                        reason.as_str(),
+                    )
+                        .into_pyobject(py)
+                        .map(Bound::into_any)
+                }),
+            ),
+            // Sent by the caller, with the very exception that is raised.
+            Event::CallFailed { .. } => return,
+        };
+        match payload {
+            (kind, Ok(payload)) => self.send(py, kind, payload),
+            (_, Err(e)) => e.write_unraisable(py, None),
+        }
+    }
+}
