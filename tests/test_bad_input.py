@@ -117,10 +117,15 @@ def test_an_unscripted_request_gets_a_500_that_says_so(mock_server, call):
 
 def test_messages_that_cannot_be_json_are_refused(mock_server):
     client = failover.Client({"a": openai(mock_server)})
-    with pytest.raises(TypeError):
-        client.prompt([{"role": "user", "content": object()}])
-    with pytest.raises(ValueError):
-        client.prompt([{"role": "user", "content": float("nan")}])
-    with pytest.raises(failover.ConfigurationError):
-        client.prompt(["not a dict"])  # type: ignore[list-item]
+    bad = [
+        [{"role": "user", "content": object()}],
+        [{"role": "user", "content": float("nan")}],
+        [{"role": "user", "content": "\ud800 lone surrogate"}],
+        [{"role": "user", "content": 2**70}],
+        [{1: "non-str key", "role": "user"}],
+        ["not a dict"],
+    ]
+    for messages in bad:
+        with pytest.raises(failover.ConfigurationError):
+            client.prompt(messages)  # type: ignore[arg-type]
     assert mock_server.requests == []

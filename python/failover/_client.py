@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from . import _native, _sleep
+from ._checks import count, number, seconds
 from ._events import _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response
@@ -22,17 +22,6 @@ if TYPE_CHECKING:
     Prompt = Union[str, Sequence[Mapping[str, Any]]]
 
 _DEFAULT_POLICY = RetryPolicy()
-
-
-def _positive(name: str, value: float) -> float:
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _messages(prompt: Prompt) -> list[Any]:
@@ -86,9 +75,9 @@ class Client:
         self._names = list(self._providers)
         self._index = {name: i for i, name in enumerate(self._names)}
         self._retry = retry
-        self._timeout = _positive("timeout", timeout)
-        self._connect_timeout = _positive("connect_timeout", connect_timeout)
-        self._deadline = None if deadline is None else _positive("deadline", deadline)
+        self._timeout = seconds("timeout", timeout, positive=True)
+        self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
+        self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
         self._sleeper = sleeper
         self._on_event = on_event
         native_providers = [p._native(name) for name, p in self._providers.items()]
@@ -122,6 +111,8 @@ class Client:
             names = [provider] if isinstance(provider, str) else list(provider)
             if not names:
                 raise ConfigurationError("provider= names no provider")
+            if len(set(names)) != len(names):
+                raise ConfigurationError(f"provider= names a provider twice: {names}")
             unknown = [n for n in names if n not in self._index]
             if unknown:
                 raise ConfigurationError(
@@ -139,13 +130,23 @@ class Client:
             "messages": _messages(prompt),
             "chain": chain,
             "policy": policy._native(),
-            "timeout": self._timeout if timeout is None else _positive("timeout", timeout),
-            "deadline": self._deadline if deadline is None else _positive("deadline", deadline),
+            "timeout": self._timeout
+            if timeout is None
+            else seconds("timeout", timeout, positive=True),
+            "deadline": (
+                self._deadline if deadline is None else seconds("deadline", deadline, positive=True)
+            ),
             "sleeper": sleeper,
             "model": model,
             "system": system,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "max_tokens": None
+            if max_tokens is None
+            else count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1),
+            "temperature": (
+                None
+                if temperature is None
+                else number("temperature", temperature, low=0.0, high=100.0)
+            ),
         }
 
     def prompt(

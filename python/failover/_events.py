@@ -6,7 +6,6 @@ from ._models import _attempts
 from ._record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
 if TYPE_CHECKING:
     from typing import Any, Callable, Union
 
@@ -20,19 +19,28 @@ if TYPE_CHECKING:
 class RetryScheduled(Record):
     """Sent before each sleep: ``provider`` is tried again after ``delay`` seconds.
 
-    ``attempt`` is which attempt at this provider failed (1 = the first).
+    ``attempt`` is which attempt at this provider failed (1 = the first);
+    ``reason`` says in words why the engine waits.
     """
 
-    __slots__ = ("attempt", "call_id", "delay", "kind", "provider", "status")
+    __slots__ = ("call_id", "provider", "attempt", "delay", "kind", "status", "reason")
     call_id: str
     provider: str
     attempt: int
     delay: float
     kind: str
     status: int | None
+    reason: str
 
     def __init__(
-        self, call_id: str, provider: str, attempt: int, delay: float, kind: str, status: int | None
+        self,
+        call_id: str,
+        provider: str,
+        attempt: int,
+        delay: float,
+        kind: str,
+        status: int | None,
+        reason: str = "",
     ) -> None:
         self._init(
             call_id=call_id,
@@ -41,41 +49,62 @@ class RetryScheduled(Record):
             delay=delay,
             kind=kind,
             status=status,
+            reason=reason,
         )
 
 
 class FailedOver(Record):
-    """Sent for each provider left behind (never for the final one)."""
+    """Sent for each provider left behind (never for the final one);
+    ``reason`` says in words why the engine left it."""
 
-    __slots__ = ("call_id", "error", "from_provider", "to_provider")
+    __slots__ = ("call_id", "from_provider", "to_provider", "error", "reason")
     call_id: str
     from_provider: str
     to_provider: str
     error: ProviderError
+    reason: str
 
     def __init__(
-        self, call_id: str, from_provider: str, to_provider: str, error: ProviderError
+        self,
+        call_id: str,
+        from_provider: str,
+        to_provider: str,
+        error: ProviderError,
+        reason: str = "",
     ) -> None:
         self._init(
-            call_id=call_id, from_provider=from_provider, to_provider=to_provider, error=error
+            call_id=call_id,
+            from_provider=from_provider,
+            to_provider=to_provider,
+            error=error,
+            reason=reason,
         )
 
 
 class CallFailed(Record):
-    """Sent once when a call ends in an error; ``error`` is what is raised."""
+    """Sent once when a call ends in an error; ``error`` is what is raised,
+    ``reason`` why the engine raised it."""
 
-    __slots__ = ("attempts", "call_id", "error")
+    __slots__ = ("call_id", "error", "attempts", "reason")
     call_id: str
     error: FailoverError
     attempts: tuple[Attempt, ...]
+    reason: str
 
-    def __init__(self, call_id: str, error: FailoverError, attempts: tuple[Attempt, ...]) -> None:
-        self._init(call_id=call_id, error=error, attempts=attempts)
+    def __init__(
+        self,
+        call_id: str,
+        error: FailoverError,
+        attempts: tuple[Attempt, ...],
+        reason: str = "",
+    ) -> None:
+        self._init(call_id=call_id, error=error, attempts=attempts, reason=reason)
 
 
 def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], None]:
-    """The callable the native engine reports to: builds the event, logs it,
-    then hands it to ``on_event``. A failing hook is logged, never raised."""
+    """The callable the native engine reports to: builds the event, logs it
+    (INFO for what happens, DEBUG for why), then hands it to ``on_event``.
+    A failing hook is logged, never raised."""
 
     def emit(kind: str, payload: tuple[Any, ...]) -> None:
         # Imported here, on the first event, to keep `import failover` cheap.
@@ -94,6 +123,7 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
                 event.attempt,
                 event.call_id,
             )
+            logger.debug("retrying %s because %s", event.provider, event.reason)
         elif kind == "FailedOver":
             event = FailedOver(*payload)
             logger.info(
@@ -104,17 +134,15 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
                 event.call_id,
             )
             logger.debug(
-                "%s left behind: %s (retry_after=%s)",
-                event.from_provider,
-                event.error,
-                event.error.retry_after,
+                "leaving %s because %s: %s", event.from_provider, event.reason, event.error
             )
         else:
-            call_id, error, attempts = payload
-            event = CallFailed(call_id, error, _attempts(attempts))
+            call_id, error, attempts, reason = payload
+            event = CallFailed(call_id, error, _attempts(attempts), reason)
             logger.info(
                 "call failed after %d attempt(s): %s [call %s]", len(attempts), error, call_id
             )
+            logger.debug("raising %s because %s", type(error).__name__, reason)
         if on_event is not None:
             try:
                 on_event(event)

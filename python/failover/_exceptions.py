@@ -65,7 +65,9 @@ class DeadlineExceeded(FailoverError, TimeoutError):
     ``__cause__`` is the last provider error seen before it, if any.
     """
 
-    def __init__(self, message: str, *, deadline: float, call_id: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, deadline: float | None = None, call_id: str | None = None
+    ) -> None:
         super().__init__(message)
         self.deadline = deadline
         self.call_id = call_id

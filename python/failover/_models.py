@@ -14,10 +14,10 @@ class Usage(Record):
     """Token counts; each is ``None`` where the provider did not report it."""
 
     __slots__ = (
-        "cache_read_tokens",
-        "cache_write_tokens",
         "input_tokens",
         "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
         "reasoning_tokens",
     )
     input_tokens: int | None
@@ -51,7 +51,7 @@ class Attempt(Record):
     it took.
     """
 
-    __slots__ = ("duration", "kind", "provider", "skipped", "status", "waited")
+    __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
     provider: str
     status: int | None
     kind: str | None

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
+from ._checks import count, number, seconds
 from ._exceptions import ConfigurationError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 
 if TYPE_CHECKING:
     from typing import Any
-
-
-def _seconds(name: str, value: float) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigurationError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
-    return value
 
 
 class Backoff:
@@ -38,12 +23,10 @@ class Backoff:
         max: float = 8.0,
         jitter: float = 0.25,
     ) -> None:
-        self.initial = _seconds("initial", initial)
-        self.multiplier = _seconds("multiplier", multiplier)
-        self.max = _seconds("max", max)
-        if not 0.0 <= jitter <= 1.0:
-            raise ConfigurationError(f"jitter must be between 0 and 1, got {jitter!r}")
-        self.jitter = float(jitter)
+        self.initial = seconds("initial", initial)
+        self.multiplier = number("multiplier", multiplier, low=1.0, high=100.0)
+        self.max = seconds("max", max)
+        self.jitter = number("jitter", jitter, low=0.0, high=1.0)
 
     def __repr__(self) -> str:
         return (
@@ -87,10 +70,12 @@ class RetryPolicy:
         max_retry_after_last: float = 60.0,
         backoff: Backoff | None = None,
     ) -> None:
-        self.max_retries = _count("max_retries", max_retries)
-        self.max_retries_last = _count("max_retries_last", max_retries_last)
-        self.max_retry_after = _seconds("max_retry_after", max_retry_after)
-        self.max_retry_after_last = _seconds("max_retry_after_last", max_retry_after_last)
+        self.max_retries = count("max_retries", max_retries)
+        self.max_retries_last = count("max_retries_last", max_retries_last)
+        self.max_retry_after = seconds("max_retry_after", max_retry_after)
+        self.max_retry_after_last = seconds("max_retry_after_last", max_retry_after_last)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
         self.backoff = backoff if backoff is not None else Backoff()
         self._preset = "default"
         self._max_interval: float | None = None
@@ -116,7 +101,7 @@ class RetryPolicy:
         ``Retry-After``/``RateLimit-Reset`` wait and the backoff. ``None`` is
         faraday's unbounded default; ``30`` is ruby_llm's ``retry_max_interval``."""
         if max_interval is not None:
-            max_interval = _seconds("max_interval", max_interval)
+            max_interval = seconds("max_interval", max_interval)
         return cls._make_preset("ruby_llm", max_interval)
 
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from ._checks import header_text
 from ._exceptions import ConfigurationError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
@@ -46,8 +47,11 @@ class Provider:
         if not url:
             raise ConfigurationError(f"{type(self).__name__} needs a base_url")
         self.model = model
-        self.base_url = url.rstrip("/")
-        self.headers = dict(headers or {})
+        self.base_url = _checked_url(type(self).__name__, url.rstrip("/"))
+        self.headers = {
+            header_text("a header name", k): header_text(f"header {k!r}", v)
+            for k, v in (headers or {}).items()
+        }
         self.allow_insecure = allow_insecure
         if overloaded_statuses is not None:
             self.overloaded_statuses = tuple(overloaded_statuses)
@@ -60,6 +64,13 @@ class Provider:
         key = self._api_key
         if key is None and self._env_var:
             key = os.environ.get(self._env_var) or None
+        if key is not None:
+            # Keys read from files and variables often end in a newline.
+            key = key.strip()
+            if not key or any(ord(c) < 32 or ord(c) == 127 for c in key):
+                raise ConfigurationError(
+                    f"provider {name!r} has an API key with control characters or none at all"
+                )
         if key is None and self._key_required:
             where = f"set {self._env_var} or pass api_key=" if self._env_var else "pass api_key="
             raise ConfigurationError(
@@ -67,8 +78,8 @@ class Provider:
             )
         if key is not None and not self.allow_insecure and not _safe_for_secrets(self.base_url):
             raise ConfigurationError(
-                f"provider {name!r} would send its API key over plain http to {self.base_url}; "
-                "use https, or pass allow_insecure=True"
+                f"provider {name!r} would send its API key over plain http to "
+                f"{_display_url(self.base_url)}; use https, or pass allow_insecure=True"
             )
         return key
 
@@ -85,7 +96,39 @@ class Provider:
         )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        url = _display_url(self.base_url)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={url!r})"
+
+
+def _checked_url(owner: str, url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as exc:
+        raise ConfigurationError(f"{owner} base_url is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"{owner} base_url must be an http(s) URL with a host, got {_display_url(url)!r}"
+        )
+    return url
+
+
+def _display_url(url: str) -> str:
+    """``url`` without a user part or a query, either of which may hold a key."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        netloc = host
+    query = "..." if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _safe_for_secrets(url: str) -> bool:

@@ -22,6 +22,12 @@ class Record:
         names: tuple[str, ...] = self.__slots__
         return tuple(getattr(self, name) for name in names)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickling and copying build a new value through __init__
+        # (setattr is refused), by keyword, whatever the field order.
+        names: tuple[str, ...] = self.__slots__
+        return (_rebuild, (type(self), dict(zip(names, self._fields()))))
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
@@ -37,3 +43,7 @@ class Record:
         names: tuple[str, ...] = self.__slots__
         body = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
         return f"{type(self).__name__}({body})"
+
+
+def _rebuild(cls: type[Record], fields: dict[str, Any]) -> Record:
+    return cls(**fields)

@@ -1,0 +1,56 @@
+"""Argument checks shared by the public constructors: a bad option is a
+ConfigurationError when it is given, never a surprise at call time."""
+
+from __future__ import annotations
+
+import math
+
+from ._exceptions import ConfigurationError
+
+#: Longer than any wait or timeout anyone means (about 31 years), and well
+#: inside what the engine's clock can hold.
+MAX_SECONDS = 1e9
+#: More retries than any policy should make on one provider in one call.
+MAX_RETRIES = 1000
+
+
+def seconds(name: str, value: object, *, positive: bool = False) -> float:
+    """A finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    low_ok = value > 0 if positive else value >= 0
+    if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds {bound} and <= {MAX_SECONDS:g}, "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
+def count(name: str, value: object, *, minimum: int = 0, maximum: int = MAX_RETRIES) -> int:
+    """A whole number in ``[minimum, maximum]``."""
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise ConfigurationError(
+            f"{name} must be an int from {minimum} to {maximum}, got {value!r}"
+        )
+    return value
+
+
+def number(name: str, value: object, *, low: float, high: float) -> float:
+    """A finite number in ``[low, high]``."""
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ConfigurationError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+def header_text(what: str, value: object) -> str:
+    """Text that can travel in an HTTP header: no CR, LF or NUL."""
+    if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+        raise ConfigurationError(f"{what} must be a str without line breaks or NUL")
+    return value
