@@ -3,7 +3,7 @@
 Everything runs in this one process, against `failover.testing.MockServer` on 127.0.0.1 (never
 the internet), and prints Markdown tables. See bench/README.md for what each row means.
 
-    python bench/run.py            # default run, about a minute and a half on 2 cores
+    python bench/run.py            # default run, about 70 seconds on 2 cores
     python bench/run.py --quick    # about 20 seconds
     python bench/run.py --n 5000   # timed calls per client and case
 """
@@ -17,6 +17,7 @@ import math
 import os
 import platform
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -78,8 +79,9 @@ def short_error(exc: BaseException) -> str:
     return text if len(text) <= 90 else text[:87] + "..."
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    right = [i > 1 for i in range(len(headers))]
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2) -> str:
+    """A Markdown table; the columns after the first `left` ones are right-aligned numbers."""
+    right = [i >= left for i in range(len(headers))]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -175,7 +177,7 @@ def sync_anthropic(url: str) -> SyncCall:
             max_tokens=MAX_TOKENS,
             messages=MESSAGES,  # type: ignore[arg-type]
         )
-        return r.content[0].text  # type: ignore[union-attr]
+        return "".join(b.text for b in r.content if b.type == "text")
 
     return call
 
@@ -220,7 +222,7 @@ def sync_litellm(url: str) -> SyncCall:
             messages=MESSAGES,
             max_retries=0,
         )
-        return r.choices[0].message.content  # type: ignore[no-any-return,union-attr]
+        return r.choices[0].message.content  # type: ignore[no-any-return]
 
     return call
 
@@ -266,7 +268,7 @@ def async_anthropic(url: str) -> AsyncCall:
             max_tokens=MAX_TOKENS,
             messages=MESSAGES,  # type: ignore[arg-type]
         )
-        return r.content[0].text  # type: ignore[union-attr]
+        return "".join(b.text for b in r.content if b.type == "text")
 
     return call
 
@@ -311,7 +313,7 @@ def async_litellm(url: str) -> AsyncCall:
             messages=MESSAGES,
             max_retries=0,
         )
-        return r.choices[0].message.content  # type: ignore[no-any-return,union-attr]
+        return r.choices[0].message.content  # type: ignore[no-any-return]
 
     return call
 
@@ -410,6 +412,13 @@ def blocks(n: int, rounds: int) -> list[int]:
 # spreads over all of them; answers are scripted and garbage is collected between blocks.
 
 
+def settle() -> None:
+    """Collects garbage, then freezes what survives so later collections between blocks only
+    scan what the benchmark made since (a full collection of litellm's heap takes ~0.4 s)."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_sync(contenders: list[Contender], n: int, warmup: int, rounds: int) -> None:
     clock = time.perf_counter_ns
     for c in contenders:
@@ -420,6 +429,7 @@ def run_sync(contenders: list[Contender], n: int, warmup: int, rounds: int) -> N
                     _check(c.sync_call())
             except Exception as exc:
                 c.fail(exc)
+    settle()
     for i, size in enumerate(blocks(n, rounds)):
         for c in rotated(contenders, i):
             call = c.sync_call
@@ -453,6 +463,7 @@ async def run_async_sequential(
                     _check(await c.async_call())
             except Exception as exc:
                 c.fail(exc)
+    settle()
     for i, size in enumerate(blocks(n, rounds)):
         for c in rotated(contenders, i):
             call = c.async_call
@@ -487,6 +498,7 @@ async def run_async_gather(
                     _check(text)
             except Exception as exc:
                 c.fail(exc)
+    settle()
     for i, size in enumerate(blocks(batches, rounds)):
         for c in rotated(contenders, i):
             call = c.async_call
@@ -524,7 +536,6 @@ class Config:
     rounds: int
     in_flight: int
     batches: int
-    retry_n: int
     import_reps: int
 
 
@@ -555,24 +566,20 @@ def section_calls(cfg: Config) -> str:
 
 
 def section_retry(cfg: Config) -> str:
-    """failover alone: a 429 with retry-after: 1 then success, with a FakeSleeper."""
-    rows: list[list[str]] = []
+    """failover alone: a 429 with retry-after: 1 then a 200, with a FakeSleeper, next to the
+    plain 200 path. What is left over is the engine's decision and the second request."""
     sleeper = FakeSleeper()
-
+    warmup = min(cfg.warmup, 20)
     ok_server, retry_server = MockServer(), MockServer()
-    ok = Contender(
-        Result("failover, 200 (1 request)"), ok_server, text_script(ok_server, "openai")
-    )
-    retry = Contender(
-        Result("failover, 429 retry-after: 1, then 200 (2 requests)"),
-        retry_server,
-        retry_script(retry_server),
-    )
     ok_client = failover_openai_client(ok_server.url, sleeper=sleeper)
     retry_client = failover_openai_client(retry_server.url, sleeper=sleeper)
+    ok_name, retry_name = "200 (1 request)", "429 retry-after: 1, then 200 (2 requests)"
+
+    ok = Contender(Result(ok_name), ok_server, text_script(ok_server, "openai"))
+    retry = Contender(Result(retry_name), retry_server, retry_script(retry_server))
     ok.sync_call = lambda: ok_client.prompt("Hi").text
     retry.sync_call = lambda: retry_client.prompt("Hi").text
-    run_sync([ok, retry], cfg.retry_n, min(cfg.warmup, 20), cfg.rounds)
+    run_sync([ok, retry], cfg.n, warmup, cfg.rounds)
 
     async def ok_async() -> str:
         return (await ok_client.prompt_async("Hi")).text
@@ -580,43 +587,50 @@ def section_retry(cfg: Config) -> str:
     async def retry_async() -> str:
         return (await retry_client.prompt_async("Hi")).text
 
-    a_ok = Contender(Result(ok.result.client), ok_server, ok.script, async_call=ok_async)
-    a_retry = Contender(
-        Result(retry.result.client), retry_server, retry.script, async_call=retry_async
-    )
-    asyncio.run(run_async_sequential([a_ok, a_retry], cfg.retry_n, min(cfg.warmup, 20), cfg.rounds))
+    a_ok = Contender(Result(ok_name), ok_server, ok.script, async_call=ok_async)
+    a_retry = Contender(Result(retry_name), retry_server, retry.script, async_call=retry_async)
+    asyncio.run(run_async_sequential([a_ok, a_retry], cfg.n, warmup, cfg.rounds))
 
-    # Check that the engine really retried once per call, after a fake sleep of 1 s.
-    calls = ok.result.calls + retry.result.calls + a_ok.result.calls + a_retry.result.calls
-    warmups = 4 * min(cfg.warmup, 20)
-    requests = len(retry_server.requests) + len(ok_server.requests)
-    retried = retry.result.calls + a_retry.result.calls + 2 * min(cfg.warmup, 20)
-    if requests != calls + warmups + retried or any(s != 1.0 for s in sleeper.sleeps):
-        retry.result.error = a_retry.result.error = "did not retry as scripted"
-    rows += result_rows("sync", [ok.result, retry.result], ok.result.client)
-    rows += result_rows("async sequential", [a_ok.result, a_retry.result], a_ok.result.client)
+    # Check that the engine really retried once per call, after one fake sleep of 1 s.
+    retried_calls = retry.result.calls + a_retry.result.calls + 2 * warmup
+    sleeps = sleeper.sleeps
+    if (
+        len(retry_server.requests) != 2 * retried_calls
+        or len(sleeps) != retried_calls
+        or any(s != 1.0 for s in sleeps)
+    ):
+        for c in (retry, a_retry):
+            c.result.error = c.result.error or "did not retry as scripted"
     ok_server.close()
     retry_server.close()
-    headers = [*CALL_HEADERS[:-1], "vs the 200 path"]
-    return table(headers, rows)
+    rows = result_rows("failover, sync", [ok.result, retry.result], ok_name)
+    rows += result_rows("failover, async sequential", [a_ok.result, a_retry.result], ok_name)
+    return table(["case", "answers", *CALL_HEADERS[2:-1], "vs the 200 path"], rows)
 
 
-def import_times(modules: Sequence[str], reps: int) -> tuple[dict[str, list[float]], float]:
-    """Milliseconds to import each module in a fresh interpreter (measured inside it), and the
-    median wall time of `python -c pass` for context."""
-    env = {**os.environ, **OFFLINE_ENV}
+def import_times(
+    modules: Sequence[str], reps: int
+) -> tuple[dict[str, list[float]], dict[str, str], float]:
+    """Milliseconds to import each module in a fresh interpreter (measured inside it), why the
+    ones that failed did, and the median wall time of `python -c pass` for context."""
+    # Import from bytecode caches, as after a pip install: the peers' .pyc files came with pip;
+    # an editable failover writes its own (git-ignored) on the untimed first import below.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(OFFLINE_ENV)
+    subprocess.run([sys.executable, "-c", "import failover"], check=True, env=env)
     code = (
         "import time; t = time.perf_counter_ns(); import {m}; "
         "print((time.perf_counter_ns() - t) / 1e6)"
     )
     times: dict[str, list[float]] = {m: [] for m in modules}
-    failed: set[str] = set()
+    failed: dict[str, str] = {}
     starts: list[float] = []
-    for rep in range(reps + 1):  # the first round writes .pyc files and warms the page cache
+    # No warm-up round for the rest: the call sections above have read every module already, so
+    # the page cache is warm.
+    for _ in range(reps):
         t0 = time.perf_counter_ns()
         subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
-        if rep:
-            starts.append((time.perf_counter_ns() - t0) / 1e6)
+        starts.append((time.perf_counter_ns() - t0) / 1e6)
         for m in modules:
             if m in failed:
                 continue
@@ -624,27 +638,27 @@ def import_times(modules: Sequence[str], reps: int) -> tuple[dict[str, list[floa
                 [sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, env=env
             )
             if proc.returncode != 0:
-                failed.add(m)
+                lines = proc.stderr.strip().splitlines()
+                failed[m] = short_error(RuntimeError(lines[-1] if lines else proc.returncode))
                 times[m] = []
                 continue
-            if rep:
-                times[m].append(float(proc.stdout.strip().splitlines()[-1]))
-    return times, statistics.median(starts)
+            times[m].append(float(proc.stdout.strip().splitlines()[-1]))
+    return times, failed, statistics.median(starts)
 
 
 def section_imports(cfg: Config) -> tuple[str, float]:
     modules = ["failover", "httpx", "openai", "anthropic", "litellm"]
-    times, start_ms = import_times(modules, cfg.import_reps)
+    times, failed, start_ms = import_times(modules, cfg.import_reps)
     base = statistics.median(times["failover"]) if times["failover"] else 0.0
     rows = []
     for m in modules:
         if not times[m]:
-            rows.append([f"import {m}", "n/a", "n/a", "n/a (import failed)"])
+            rows.append([f"import {m}", "n/a", "n/a", f"n/a ({failed.get(m, 'no samples')})"])
             continue
         med = statistics.median(times[m])
         rel = "1.00 (baseline)" if m == "failover" else ratio(med, base)
         rows.append([f"import {m}", f"{med:,.1f}", f"{min(times[m]):,.1f}", rel])
-    return table(["module", "median ms", "min ms", "peer / failover"], rows), start_ms
+    return table(["module", "median ms", "min ms", "peer / failover"], rows, left=1), start_ms
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,6 +669,34 @@ def version(dist: str) -> str:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def native_build() -> str:
+    """Tells an optimised build of failover's extension from a `make develop` one, which this
+    project builds with debug info (`make test` installs that into the same tree)."""
+    path = failover._native.__file__ or ""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[:5] != b"\x7fELF\x02":  # 64-bit ELF only
+            return f"{os.path.basename(path)} (build profile unknown)"
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+
+        def section(i: int) -> tuple[int, int]:
+            name, offset = struct.unpack_from("<I20xQ", data, shoff + i * entsize)
+            return name, offset
+
+        names_at = section(names_index)[1]
+        names = {
+            data[names_at + n : data.index(b"\0", names_at + n)]
+            for n, _ in map(section, range(count))
+        }
+    except (OSError, struct.error, ValueError):
+        return f"{os.path.basename(path)} (build profile unknown)"
+    if b".debug_info" in names:
+        return "DEBUG BUILD (has debug info): run `make release` first, failover is slower here"
+    return "release build (no debug info)"
 
 
 def machine_info() -> str:
@@ -671,10 +713,10 @@ def machine_info() -> str:
     )
     return "\n".join(
         [
-            f"- machine: {platform.system()} {platform.release()}, {cpu}, "
-            f"{os.cpu_count()} CPUs",
+            f"- machine: {platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs",
             f"- python: {platform.python_implementation()} {platform.python_version()}",
             f"- packages: {packages}",
+            f"- failover extension: {native_build()}",
         ]
     )
 
@@ -682,11 +724,11 @@ def machine_info() -> str:
 def parse_args(argv: Sequence[str] | None) -> Config:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a ~20 s run with fewer iterations")
-    p.add_argument("--n", type=int, help="timed calls per client and case (default 600; quick 150)")
+    p.add_argument("--n", type=int, help="timed calls per client and case (1000; quick: 100)")
     p.add_argument("--in-flight", type=int, default=50, help="concurrent calls in the gather case")
     p.add_argument("--import-reps", type=int, help="fresh interpreters per module (default 7)")
     a = p.parse_args(argv)
-    n = a.n if a.n is not None else (150 if a.quick else 600)
+    n = a.n if a.n is not None else (100 if a.quick else 1000)
     if n < 1 or a.in_flight < 1:
         p.error("--n and --in-flight must be at least 1")
     reps = a.import_reps if a.import_reps is not None else (2 if a.quick else 7)
@@ -696,7 +738,6 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         rounds=5 if a.quick else 10,
         in_flight=a.in_flight,
         batches=max(5, n // a.in_flight),
-        retry_n=n,
         import_reps=max(1, reps),
     )
 
