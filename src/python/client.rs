@@ -152,6 +152,7 @@ impl NativeClient {
             temperature,
             model,
         };
+        // Looked up once: the engine future and the event target share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.call(
             py,
@@ -161,9 +162,13 @@ impl NativeClient {
             timeout,
             deadline,
             sleeper,
-            Some(locals),
+            Some(locals.clone()),
         )?;
-        pyo3_async_runtimes::tokio::future_into_py(py, chat(Arc::clone(&self.inner), call))
+        pyo3_async_runtimes::tokio::future_into_py_with_locals(
+            py,
+            locals,
+            chat(Arc::clone(&self.inner), call),
+        )
     }
 }
 

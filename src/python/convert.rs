@@ -148,17 +148,10 @@ fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
         }
         return Ok(Value::Object(map));
     }
-    if let Ok(l) = obj.cast::<PyList>() {
-        return l
-            .iter()
-            .map(|v| to_json(&v, depth + 1))
-            .collect::<Result<_, _>>()
-            .map(Value::Array);
-    }
-    if let Ok(t) = obj.cast::<PyTuple>() {
-        return t
-            .iter()
-            .map(|v| to_json(&v, depth + 1))
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let items = obj.try_iter().map_err(|e| e.to_string())?;
+        return items
+            .map(|item| to_json(&item.map_err(|e| e.to_string())?, depth + 1))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
