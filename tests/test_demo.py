@@ -8,7 +8,8 @@ import sys
 
 def test_demo_runs_the_three_scenes():
     out = subprocess.run(
-        [sys.executable, "-m", "failover", "demo"],
+        # The demo's own sleeps are real; the test records them instead.
+        [sys.executable, "-m", "failover", "demo", "--fake-sleep"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -18,3 +19,4 @@ def test_demo_runs_the_three_scenes():
     assert "asked for 300s; failing over to gpt" in out
     assert "local answered" in out
     assert "summary: 3/3 calls answered, 2 retries" in out
+    assert "fake sleeps" in out

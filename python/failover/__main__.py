@@ -22,14 +22,15 @@ from . import (
 
 if TYPE_CHECKING:
     from ._events import Event
-from .testing import MockServer
+from .testing import FakeSleeper, MockServer
 
 _RATE_LIMIT = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}
 _OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 
-def demo() -> int:
-    """Runs three calls against local simulated providers, with real sleeps."""
+def demo(fake_sleep: bool = False) -> int:
+    """Runs three calls against local simulated providers, with real sleeps
+    (or, with ``fake_sleep``, a FakeSleeper: the same timeline at once)."""
     claude, gpt, local = MockServer(), MockServer(), MockServer()
     start = time.perf_counter()
     counts = {"retries": 0, "slept": 0.0, "failovers": 0}
@@ -63,6 +64,7 @@ def demo() -> int:
             "local": OpenAICompatible(model="llama-3.1-8b", base_url=local.url),
         },
         timeout=5.0,
+        sleeper=FakeSleeper() if fake_sleep else None,
         deadline=20.0,
         on_event=on_event,
     )
@@ -90,7 +92,8 @@ def demo() -> int:
         ),
     ]
     answered = 0
-    print("failover demo: three providers on 127.0.0.1, real sleeps\n")
+    kind = "fake sleeps" if fake_sleep else "real sleeps"
+    print(f"failover demo: three providers on 127.0.0.1, {kind}\n")
     for title, script in scenes:
         print(title)
         script()
@@ -153,14 +156,15 @@ def prompt(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m failover")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the engine against local simulated providers")
+    d = sub.add_parser("demo", help="run the engine against local simulated providers")
+    d.add_argument("--fake-sleep", action="store_true", help="record sleeps instead of sleeping")
     p = sub.add_parser("prompt", help="send one prompt through a provider chain")
     p.add_argument("text")
     p.add_argument("--provider", action="append", help="DRIVER[:MODEL], in order; repeatable")
     p.add_argument("--deadline", type=float, default=None, help="seconds for the whole call")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return demo()
+        return demo(fake_sleep=args.fake_sleep)
     return prompt(args)
 
 
