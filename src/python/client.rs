@@ -2,6 +2,7 @@
 //! by asyncio or driven to completion with the GIL released.
 
 use std::future::Future;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use pyo3::prelude::*;
 
 use super::clock::CallClock;
 use super::convert::{
-    attempts_list, call_error, configuration_error, exceptions_attr, messages_from,
+    attempts_list, call_error, configuration_error, internal_error, messages_from,
     policy_from_tuple, response_tuple, seconds, PolicyTuple,
 };
 use super::events::EventTarget;
@@ -214,8 +215,9 @@ fn block_on_interruptibly<T: Send + 'static>(
     let runtime = pyo3_async_runtimes::tokio::get_runtime();
     if tokio::runtime::Handle::try_current().is_ok() {
         let task = runtime.spawn(future);
+        let cancel = task.abort_handle();
         let (tx, rx) = std::sync::mpsc::channel();
-        let waiter = runtime.spawn(async move {
+        runtime.spawn(async move {
             let _ = tx.send(task.await);
         });
         let mut rx = rx;
@@ -227,21 +229,16 @@ fn block_on_interruptibly<T: Send + 'static>(
             rx = back;
             match received {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(join_error)) => {
-                    return Err(configuration_error(format!(
-                        "internal error in failover: {join_error}"
-                    )))
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Ok(Err(join_error)) => return Err(internal_error(join_error)),
+                Err(RecvTimeoutError::Timeout) => {
                     if let Err(interrupt) = py.check_signals() {
-                        waiter.abort();
+                        // Aborting the task drops the engine future and its request.
+                        cancel.abort();
                         return Err(interrupt);
                     }
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(configuration_error(
-                        "internal error in failover: the call was dropped",
-                    ))
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(internal_error("the call was dropped"))
                 }
             }
         }
@@ -279,12 +276,7 @@ async fn chat(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Python::attach(|py| {
-                let class = exceptions_attr(py, "FailoverError")?;
-                Err(PyErr::from_value(
-                    class.call1((format!("internal error in failover: {what}"),))?,
-                ))
-            })
+            Err(internal_error(what))
         }
     }
 }

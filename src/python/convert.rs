@@ -42,6 +42,18 @@ pub fn configuration_error(message: impl Into<String>) -> PyErr {
     })
 }
 
+/// A bare `failover.FailoverError` for what should never happen (a panic,
+/// a lost task): typed like every other failure, never a PanicException.
+pub fn internal_error(what: impl std::fmt::Display) -> PyErr {
+    let message = format!("internal error in failover: {what}");
+    Python::attach(|py| {
+        match exceptions_attr(py, "FailoverError").and_then(|c| c.call1((&message,))) {
+            Ok(error) => PyErr::from_value(error),
+            Err(e) => e,
+        }
+    })
+}
+
 /// Seconds from Python as a `Duration`, refusing what no clock can hold.
 pub fn seconds(name: &str, value: f64) -> PyResult<Duration> {
     hints::secs(value).ok_or_else(|| {
