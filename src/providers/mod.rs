@@ -205,35 +205,69 @@ fn error_failure(
 
 /// A user header that looks like a credential is treated as one: sent
 /// marked sensitive and removed from anything a provider echoes back.
-fn is_credential_header(name: &str) -> bool {
+pub fn is_credential_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     ["key", "auth", "token", "secret", "cookie"]
         .iter()
         .any(|w| lower.contains(w))
 }
 
-/// Removes the provider's credentials from text a provider sent back, also
-/// in the JSON-escaped form they take inside a raw body.
+/// Shorter values are not treated as secrets: redacting them would mangle
+/// ordinary words, and no provider issues keys that short.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Removes the provider's credentials from text a provider sent back.
 fn redact(provider: &ProviderConfig, text: &str) -> String {
     let header_secrets = provider
         .headers
         .iter()
         .filter(|(name, _)| is_credential_header(name))
-        .map(|(_, value)| value);
-    let mut out = text.to_string();
-    for secret in provider.api_key.iter().chain(header_secrets) {
-        // Very short values would redact ordinary words; no real key is that short.
-        if secret.len() < 8 {
-            continue;
-        }
-        let escaped = secret.replace('/', "\\/");
-        for form in [secret.as_str(), escaped.as_str()] {
-            if out.contains(form) {
-                out = out.replace(form, "<redacted>");
-            }
+        .map(|(_, value)| value.as_str());
+    let secrets: Vec<&str> = provider
+        .api_key
+        .as_deref()
+        .into_iter()
+        .chain(header_secrets)
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    if secrets.is_empty() {
+        return text.to_string();
+    }
+    let mut out = replace_secrets(text, &secrets);
+    // JSON may escape any character of a key (`\/`, `\u002f`): look in the
+    // decoded strings too, and re-serialise the body if one held a key.
+    if let Ok(mut json) = serde_json::from_str::<Value>(&out) {
+        if redact_json(&mut json, &secrets) {
+            out = json.to_string();
         }
     }
     out
+}
+
+fn replace_secrets(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets {
+        if out.contains(secret) {
+            out = out.replace(secret, "<redacted>");
+        }
+    }
+    out
+}
+
+fn redact_json(value: &mut Value, secrets: &[&str]) -> bool {
+    match value {
+        Value::String(s) if secrets.iter().any(|k| s.contains(k)) => {
+            *s = replace_secrets(s, secrets);
+            true
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |hit, v| redact_json(v, secrets) | hit),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |hit, v| redact_json(v, secrets) | hit),
+        _ => false,
+    }
 }
 
 fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {
@@ -320,7 +354,7 @@ mod tests {
         let mut p = provider(Wire::OpenAI);
         p.api_key = Some("sk-ab/cd+ef-123".into());
         p.headers.push(("api-key".into(), "AZ-SECRET-9999".into()));
-        let body = br#"{"error":{"message":"bad key sk-ab\/cd+ef-123 and AZ-SECRET-9999"}}"#;
+        let body = br#"{"error":{"message":"bad key sk-ab\/cd+ef-123 and AZ-SECRET-9999","detail":"sk\u002dab/cd+ef-123"}}"#;
         let f = parse_response(&p, response(401, body)).unwrap_err();
         for text in [f.message.as_str(), f.body.as_deref().unwrap()] {
             assert!(

@@ -2,18 +2,19 @@
 //! by asyncio or driven to completion with the GIL released.
 
 use std::future::Future;
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use tokio::sync::oneshot;
 
 use super::clock::CallClock;
 use super::convert::{
     attempts_list, call_error, configuration_error, internal_error, messages_from,
-    policy_from_tuple, response_tuple, seconds, PolicyTuple,
+    policy_from_tuple, response_tuple, seconds, text_arg, PolicyTuple,
 };
 use super::events::EventTarget;
+use super::runtime::{runtime, Interrupt};
 use crate::engine::{self, CallSpec, Clock, Event, ProviderSlot, RetryPolicy};
 use crate::http::{ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
@@ -53,6 +54,9 @@ struct Call {
     deadline: Option<Duration>,
     clock: CallClock,
     events: EventTarget,
+    /// Resolves when Python code run by the call (a sleeper, a hook) raised
+    /// something that must end it.
+    interrupted: oneshot::Receiver<PyErr>,
 }
 
 #[pymethods]
@@ -112,17 +116,17 @@ impl NativeClient {
         timeout: f64,
         deadline: Option<f64>,
         sleeper: Option<&Bound<'_, PyAny>>,
-        model: Option<String>,
-        system: Option<String>,
+        model: Option<&Bound<'_, PyAny>>,
+        system: Option<&Bound<'_, PyAny>>,
         max_tokens: Option<u64>,
         temperature: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
         let request = ChatRequest {
             messages: messages_from(messages)?,
-            system,
+            system: text_arg("system", system)?,
             max_tokens,
             temperature,
-            model,
+            model: text_arg("model", model)?,
         };
         let call = self.call(py, request, chain, policy, timeout, deadline, sleeper, None)?;
         block_on_interruptibly(py, chat(Arc::clone(&self.inner), call))?
@@ -141,18 +145,19 @@ impl NativeClient {
         timeout: f64,
         deadline: Option<f64>,
         sleeper: Option<&Bound<'py, PyAny>>,
-        model: Option<String>,
-        system: Option<String>,
+        model: Option<&Bound<'_, PyAny>>,
+        system: Option<&Bound<'_, PyAny>>,
         max_tokens: Option<u64>,
         temperature: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let request = ChatRequest {
             messages: messages_from(messages)?,
-            system,
+            system: text_arg("system", system)?,
             max_tokens,
             temperature,
-            model,
+            model: text_arg("model", model)?,
         };
+        runtime()?;
         // Looked up once: the engine future and the event target share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.call(
@@ -192,66 +197,41 @@ impl NativeClient {
             ));
         }
         let in_asyncio = locals.is_some();
+        let (interrupt, interrupted) = Interrupt::new();
         Ok(Call {
             request,
             chain,
             policy: policy_from_tuple(policy)?,
             timeout: seconds("timeout", timeout)?,
             deadline: deadline.map(|d| seconds("deadline", d)).transpose()?,
-            clock: CallClock::from_sleeper(sleeper, in_asyncio)?,
-            events: EventTarget::new(self.inner.emit.clone_ref(py), locals),
+            clock: CallClock::from_sleeper(sleeper, in_asyncio, &interrupt)?,
+            events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt),
+            interrupted,
         })
     }
 }
 
 /// Drives `future` to completion for a synchronous caller, with the GIL
-/// released, checking for Ctrl-C between slices. From a thread that is
-/// already inside the runtime (an event hook making a sync call), the future
-/// is spawned instead, since such a thread cannot block on the runtime.
-fn block_on_interruptibly<T: Send + 'static>(
+/// released, checking for Ctrl-C between slices (dropping the future on an
+/// interrupt cancels its HTTP request). `block_in_place` lets this work on a
+/// thread that is already inside the runtime too: an event hook or a sleeper
+/// making a sync call hands its worker's tasks to another thread first.
+fn block_on_interruptibly<T: Send>(
     py: Python<'_>,
-    future: impl Future<Output = T> + Send + 'static,
+    future: impl Future<Output = T> + Send,
 ) -> PyResult<T> {
-    let runtime = pyo3_async_runtimes::tokio::get_runtime();
-    if tokio::runtime::Handle::try_current().is_ok() {
-        let task = runtime.spawn(future);
-        let cancel = task.abort_handle();
-        let (tx, rx) = std::sync::mpsc::channel();
-        runtime.spawn(async move {
-            let _ = tx.send(task.await);
-        });
-        let mut rx = rx;
-        loop {
-            let (back, received) = py.detach(move || {
-                let received = rx.recv_timeout(SIGNAL_CHECK_INTERVAL);
-                (rx, received)
-            });
-            rx = back;
-            match received {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(join_error)) => return Err(internal_error(join_error)),
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(interrupt) = py.check_signals() {
-                        // Aborting the task drops the engine future and its request.
-                        cancel.abort();
-                        return Err(interrupt);
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(internal_error("the call was dropped"))
-                }
-            }
-        }
-    }
+    let runtime = runtime()?;
     let mut future = Box::pin(future);
     loop {
         let slice = py.detach(|| {
-            runtime
-                .block_on(async { tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await })
+            tokio::task::block_in_place(|| {
+                runtime.block_on(async {
+                    tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
+                })
+            })
         });
         match slice {
             Ok(value) => return Ok(value),
-            // Dropping `future` on KeyboardInterrupt cancels its HTTP request.
             Err(_) => py.check_signals()?,
         }
     }
@@ -289,8 +269,9 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         policy,
         timeout,
         deadline,
-        mut clock,
+        clock,
         events,
+        mut interrupted,
     } = call;
     let slots: Vec<ProviderSlot> = chain
         .iter()
@@ -309,9 +290,6 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     };
     let names: Vec<&str> = slots.iter().map(|s| s.name.as_str()).collect();
     let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
-    // A sleeper interrupted by KeyboardInterrupt (or any BaseException) ends the call.
-    let interrupted = clock.interruption();
-    let clock = clock;
     let mut on_event = |event: Event| {
         if !matches!(event, Event::CallFailed { .. }) {
             Python::attach(|py| {
@@ -329,16 +307,16 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
             providers::parse_response(provider, response)
         }
     });
-    let result = match interrupted {
-        None => run.await,
-        Some(mut interrupted) => {
-            tokio::pin!(run);
-            tokio::select! {
-                result = &mut run => result,
-                Ok(error) = &mut interrupted => return Err(error),
-            }
-        }
+    let result = tokio::select! {
+        biased;
+        Ok(error) = &mut interrupted => return Err(error),
+        result = run => result,
     };
+    // The engine may finish in the same poll in which a hook or a sleeper
+    // asked to end the call (a FakeSleeper never yields): the interrupt wins.
+    if let Ok(error) = interrupted.try_recv() {
+        return Err(error);
+    }
     Python::attach(|py| match result {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &names)?;
@@ -360,7 +338,10 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
                 failure.reason.as_str(),
             );
             events.send(py, "CallFailed", payload.into_pyobject(py)?.into_any());
-            Err(PyErr::from_value(error.into_bound(py)))
+            match interrupted.try_recv() {
+                Ok(interrupt) => Err(interrupt),
+                Err(_) => Err(PyErr::from_value(error.into_bound(py))),
+            }
         }
     })
 }

@@ -1,13 +1,13 @@
 //! Sleepers from Python: the real clock, the virtual clock behind
 //! `failover.testing.FakeSleeper`, or any callable.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use tokio::sync::oneshot;
 
+use super::convert::configuration_error;
+use super::runtime::Interrupt;
 use crate::engine::clock::SleepFuture;
 use crate::engine::{Clock, ManualClock, TokioClock};
 
@@ -62,9 +62,7 @@ pub struct CallableClock {
     callable: Arc<Py<PyAny>>,
     origin: Instant,
     in_asyncio: bool,
-    /// Where a BaseException (KeyboardInterrupt, SystemExit, CancelledError)
-    /// raised by the sleeper goes: it ends the call instead of being logged.
-    interrupt: Arc<Mutex<Option<oneshot::Sender<PyErr>>>>,
+    interrupt: Interrupt,
 }
 
 impl Clock for CallableClock {
@@ -78,7 +76,7 @@ impl Clock for CallableClock {
 
     fn sleep(&self, duration: Duration) -> SleepFuture {
         let callable = Arc::clone(&self.callable);
-        let interrupt = Arc::clone(&self.interrupt);
+        let interrupt = self.interrupt.clone();
         let in_asyncio = self.in_asyncio;
         Box::pin(async move {
             let call = || {
@@ -86,41 +84,43 @@ impl Clock for CallableClock {
                     let result = callable
                         .call1(py, (duration.as_secs_f64(),))?
                         .into_bound(py);
-                    if in_asyncio && result.hasattr("__await__")? {
-                        pyo3_async_runtimes::tokio::into_future(result).map(Some)
-                    } else {
-                        Ok(None)
+                    if !result.hasattr("__await__")? {
+                        return Ok(None);
                     }
+                    if in_asyncio {
+                        return pyo3_async_runtimes::tokio::into_future(result)
+                            .map(|f| Some(Box::pin(f) as AwaitedSleep));
+                    }
+                    // Nothing can await it on a sync call: end the call and
+                    // say so, rather than retry at once.
+                    if result.hasattr("close")? {
+                        result.call_method0("close")?;
+                    }
+                    interrupt.raise(configuration_error(
+                        "the sleeper returned an awaitable on a sync call: use a plain function, \
+                         or call prompt_async()",
+                    ));
+                    Ok(Some(Box::pin(std::future::pending()) as AwaitedSleep))
                 })
             };
-            // On async calls this runs on a runtime worker: a blocking sleeper
-            // must not stall the other tasks scheduled there.
-            let awaitable = if in_asyncio {
-                tokio::task::block_in_place(call)
-            } else {
-                call()
-            };
-            let outcome = match awaitable {
+            // A blocking sleeper must not stall the runtime worker it runs on.
+            let outcome = match tokio::task::block_in_place(call) {
                 Ok(Some(fut)) => fut.await.map(drop),
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };
-            let Err(error) = outcome else { return };
-            let ordinary = Python::attach(|py| error.is_instance_of::<PyException>(py));
-            if ordinary {
-                // A broken sleeper must not end the call; Python reports it.
-                Python::attach(|py| error.write_unraisable(py, None));
-                return;
+            if let Err(error) = outcome {
+                if Python::attach(|py| interrupt.report(py, error)) {
+                    // The call is being ended by whoever holds the receiver.
+                    std::future::pending::<()>().await;
+                }
             }
-            let sender = interrupt.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(sender) = sender {
-                let _ = sender.send(error);
-            }
-            // The call is being ended by whoever holds the receiver.
-            std::future::pending::<()>().await;
         })
     }
 }
+
+type AwaitedSleep =
+    std::pin::Pin<Box<dyn std::future::Future<Output = PyResult<Py<PyAny>>> + Send>>;
 
 /// The clock of one call.
 pub enum CallClock {
@@ -130,7 +130,11 @@ pub enum CallClock {
 }
 
 impl CallClock {
-    pub fn from_sleeper(sleeper: Option<&Bound<'_, PyAny>>, in_asyncio: bool) -> PyResult<Self> {
+    pub fn from_sleeper(
+        sleeper: Option<&Bound<'_, PyAny>>,
+        in_asyncio: bool,
+        interrupt: &Interrupt,
+    ) -> PyResult<Self> {
         let Some(sleeper) = sleeper else {
             return Ok(Self::Real(TokioClock::new()));
         };
@@ -138,7 +142,7 @@ impl CallClock {
             return Ok(Self::Virtual(virtual_clock.get().clock.clone()));
         }
         if !sleeper.is_callable() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
+            return Err(configuration_error(
                 "sleeper must be None, a FakeSleeper or a callable taking seconds",
             ));
         }
@@ -146,19 +150,8 @@ impl CallClock {
             callable: Arc::new(sleeper.clone().unbind()),
             origin: Instant::now(),
             in_asyncio,
-            interrupt: Arc::new(Mutex::new(None)),
+            interrupt: interrupt.clone(),
         }))
-    }
-
-    /// For a callable sleeper: resolves with the BaseException it raised,
-    /// which must end the call.
-    pub fn interruption(&mut self) -> Option<oneshot::Receiver<PyErr>> {
-        let Self::Callable(clock) = self else {
-            return None;
-        };
-        let (sender, receiver) = oneshot::channel();
-        *clock.interrupt.lock().unwrap_or_else(|e| e.into_inner()) = Some(sender);
-        Some(receiver)
     }
 }
 

@@ -106,6 +106,21 @@ pub fn policy_from_tuple(t: PolicyTuple) -> PyResult<RetryPolicy> {
     })
 }
 
+/// An optional text argument: a `str` that UTF-8 can carry, or a
+/// `ConfigurationError` naming the argument.
+pub fn text_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    let text = value
+        .cast::<PyString>()
+        .map_err(|_| configuration_error(format!("{name} must be a str")))?;
+    let text = text.to_cow().map_err(|_| {
+        configuration_error(format!("{name} must be valid Unicode (no lone surrogates)"))
+    })?;
+    Ok(Some(text.into_owned()))
+}
+
 /// A Python message list -> JSON values; anything JSON cannot carry is a
 /// `ConfigurationError` naming it.
 pub fn messages_from(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {

@@ -9,6 +9,7 @@ use pyo3::types::PyDict;
 use pyo3_async_runtimes::TaskLocals;
 
 use super::convert::provider_error;
+use super::runtime::Interrupt;
 use crate::engine::Event;
 use crate::providers::ProviderConfig;
 
@@ -17,14 +18,21 @@ pub struct EventTarget {
     emit: Py<PyAny>,
     /// The caller's event loop and context, on async calls.
     locals: Option<TaskLocals>,
+    interrupt: Interrupt,
 }
 
 impl EventTarget {
-    pub fn new(emit: Py<PyAny>, locals: Option<TaskLocals>) -> Self {
-        Self { emit, locals }
+    pub fn new(emit: Py<PyAny>, locals: Option<TaskLocals>, interrupt: Interrupt) -> Self {
+        Self {
+            emit,
+            locals,
+            interrupt,
+        }
     }
 
-    /// Hands one event to Python; a failure there is reported, never raised.
+    /// Hands one event to Python. A hook's ordinary exception is reported and
+    /// the call goes on; a BaseException (Ctrl-C in a hook), or an event loop
+    /// that has closed under the call, ends the call.
     pub fn send(&self, py: Python<'_>, kind: &str, payload: Bound<'_, PyAny>) {
         let delivered = match &self.locals {
             None => self.emit.call1(py, (kind, payload)).map(drop),
@@ -41,8 +49,15 @@ impl EventTarget {
                     })
             }
         };
-        if let Err(e) = delivered {
-            e.write_unraisable(py, None);
+        let Err(error) = delivered else { return };
+        let loop_closed = self.locals.as_ref().is_some_and(|locals| {
+            let closed = locals.event_loop(py).call_method0("is_closed");
+            closed.and_then(|c| c.is_truthy()).unwrap_or(true)
+        });
+        if loop_closed {
+            self.interrupt.raise(error);
+        } else {
+            self.interrupt.report(py, error);
         }
     }
 

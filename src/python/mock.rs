@@ -31,7 +31,7 @@ fn parse_fault(fault: Option<&str>) -> PyResult<Option<Fault>> {
 impl NativeMockServer {
     #[new]
     fn new() -> PyResult<Self> {
-        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let runtime = super::runtime::runtime()?;
         let server = MockServer::start(runtime.handle())
             .map_err(|e| PyRuntimeError::new_err(format!("MockServer could not start: {e}")))?;
         Ok(Self { server })

@@ -8,6 +8,7 @@ mod clock;
 mod convert;
 mod events;
 mod mock;
+mod runtime;
 
 use pyo3::prelude::*;
 
@@ -29,10 +30,18 @@ fn retry_after(
     hints::retry_after(&headers, body.as_deref(), now).map(|d| d.as_secs_f64())
 }
 
+/// Whether a header name carries a credential: such headers are sent marked
+/// sensitive, redacted from echoes, and never sent over plain http.
+#[pyfunction]
+fn is_credential_header(name: &str) -> bool {
+    crate::providers::is_credential_header(name)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
+    m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<clock::VirtualClock>()?;
     m.add_class::<mock::NativeMockServer>()?;
