@@ -291,3 +291,153 @@ def test_mock_server_still_closes_cleanly_after_a_hang():
     with pytest.raises(failover.ProviderTimeout):
         client.prompt("Hi", timeout=0.1)
     server.close()
+
+
+# Second review.
+
+
+def _finishes(target: object, seconds: float = 20) -> bool:
+    """Runs ``target`` in a thread; False if it is still running after ``seconds``
+    (a deadlock must fail the test, not hang the suite)."""
+    worker = threading.Thread(target=target, daemon=True)  # type: ignore[arg-type]
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive()
+
+
+def test_sync_calls_nested_two_hooks_deep_do_not_deadlock():
+    servers = [MockServer() for _ in range(3)]
+    answers: list[str] = []
+
+    def client_for(i: int, hook: object = None) -> failover.Client:
+        return failover.Client(
+            {"p": openai(servers[i])},
+            sleeper=FakeSleeper(),
+            on_event=hook,  # type: ignore[arg-type]
+        )
+
+    innermost = client_for(2)
+
+    def hook_middle(event: object) -> None:
+        if isinstance(event, failover.RetryScheduled):
+            answers.append(innermost.prompt("3").text)
+
+    middle = client_for(1, hook_middle)
+
+    def hook_outer(event: object) -> None:
+        if isinstance(event, failover.RetryScheduled):
+            answers.append(middle.prompt("2").text)
+
+    outer = client_for(0, hook_outer)
+    for i, server in enumerate(servers):
+        if i < 2:
+            server.push(503, headers={"retry-after": "1"})
+        server.push_text(f"answer {i}")
+
+    assert _finishes(lambda: answers.append(outer.prompt("1").text))
+    assert answers == ["answer 2", "answer 1", "answer 0"]
+    for server in servers:
+        server.close()
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(mock_server):
+    import os
+    import subprocess
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    script = """
+import os, sys, failover
+from failover.testing import MockServer
+server = MockServer()
+server.push_text("parent")
+server.push_text("child")
+client = failover.Client({"p": failover.OpenAICompatible(model="m", base_url=server.url)})
+assert client.prompt("Hi").text == "parent"
+pid = os.fork()
+if pid == 0:
+    try:
+        client.prompt("Hi", timeout=2)
+    except failover.FailoverError as exc:
+        os._exit(3 if "forked" in str(exc) else 4)
+    os._exit(5)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.WEXITSTATUS(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == 3
+
+
+def test_ctrl_c_in_an_event_hook_ends_a_sync_call(mock_server):
+    def hook(event: object) -> None:
+        raise KeyboardInterrupt
+
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push_text("never reached")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
+    with pytest.raises(KeyboardInterrupt):
+        client.prompt("Hi")
+
+
+def test_an_async_sleeper_on_a_sync_call_is_a_configuration_error(mock_server):
+    async def sleeper(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    mock_server.push(503, headers={"retry-after": "2"})
+    mock_server.push_text("too early")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    with pytest.raises(failover.ConfigurationError, match="prompt_async"):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 1, "no retry without the wait"
+
+
+def test_credential_headers_are_never_sent_over_plain_http():
+    remote = "http://gateway.example.com/v1"
+    for headers in ({"Authorization": "Bearer sk-123456"}, {"api-key": "azure-123456"}):
+        provider = failover.OpenAICompatible(model="m", base_url=remote, headers=headers)
+        with pytest.raises(failover.ConfigurationError, match="plain http"):
+            failover.Client({"g": provider})
+    harmless = failover.OpenAICompatible(model="m", base_url=remote, headers={"X-Team": "ml"})
+    failover.Client({"g": harmless})
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: failover.OpenAI(model="m", api_key="k", overloaded_statuses=[70000]),
+        lambda s: failover.OpenAI(model="m", api_key="k", overloaded_statuses=["x"]),  # type: ignore[list-item]
+        lambda s: failover.OpenAI(model="m", base_url=123),  # type: ignore[arg-type]
+        lambda s: failover.OpenAI(model="m", api_key=123),  # type: ignore[arg-type]
+        lambda s: failover.OpenAI(model="m", headers="abc"),  # type: ignore[arg-type]
+        lambda s: failover.OpenAICompatible(model="m", base_url=s.url, api_key_env=1),  # type: ignore[arg-type]
+        lambda s: failover.Client([openai(s)]),  # type: ignore[arg-type]
+        lambda s: failover.Client({"a": openai(s)}).prompt(123),  # type: ignore[arg-type]
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", provider=123),  # type: ignore[arg-type]
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", provider=[["a"]]),  # type: ignore[list-item]
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", system=5),  # type: ignore[arg-type]
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", system="\ud800"),
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", provider="a", model=7),  # type: ignore[arg-type]
+    ],
+)
+def test_wrong_types_are_configuration_errors(mock_server, build):
+    with pytest.raises(failover.ConfigurationError):
+        build(mock_server)
+    assert mock_server.requests == []
+
+
+def test_policies_are_immutable_values():
+    policy = failover.RetryPolicy(max_retries_last=3)
+    with pytest.raises(AttributeError):
+        policy.max_retries_last = -1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        policy.backoff.initial = float("nan")  # type: ignore[misc]
+    for p in (policy, failover.RetryPolicy.ruby_llm(30), failover.RetryPolicy.laravel()):
+        assert pickle.loads(pickle.dumps(p)) == p
+        assert copy.deepcopy(p) == p
+    assert failover.RetryPolicy.ruby_llm(30) != failover.RetryPolicy.ruby_llm(None)
+
+
+def test_retry_after_takes_raw_byte_headers():
+    assert failover.retry_after([(b"retry-after", b"5")]) == 5.0
+    with pytest.raises(TypeError):
+        failover.retry_after({}, now="soon")  # type: ignore[arg-type]

@@ -27,6 +27,10 @@ _DEFAULT_POLICY = RetryPolicy()
 def _messages(prompt: Prompt) -> list[Any]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, (list, tuple)):
+        raise ConfigurationError(
+            f"prompt must be a str or a list of message dicts, got {type(prompt).__name__}"
+        )
     messages = list(prompt)
     for m in messages:
         if not isinstance(m, Mapping) or "role" not in m:
@@ -57,6 +61,10 @@ class Client:
         sleeper: Any = None,
         on_event: EventHook | None = None,
     ) -> None:
+        if not isinstance(providers, Mapping):
+            raise ConfigurationError(
+                "providers must be a mapping of names to providers, e.g. {'main': OpenAI(...)}"
+            )
         if not providers:
             raise ConfigurationError("Client needs at least one provider")
         for name, provider in providers.items():
@@ -108,7 +116,14 @@ class Client:
         if provider is None:
             chain = list(range(len(self._names)))
         else:
-            names = [provider] if isinstance(provider, str) else list(provider)
+            if isinstance(provider, str):
+                names = [provider]
+            elif isinstance(provider, (list, tuple)) and all(isinstance(n, str) for n in provider):
+                names = list(provider)
+            else:
+                raise ConfigurationError(
+                    f"provider= takes a name or a list of names, got {provider!r}"
+                )
             if not names:
                 raise ConfigurationError("provider= names no provider")
             if len(set(names)) != len(names):

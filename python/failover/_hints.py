@@ -25,7 +25,10 @@ def retry_after(headers: Headers, body: Any = None, now: float | None = None) ->
     ``body``: bytes, str or parsed JSON. ``now``: Unix seconds (default: now).
     """
     items = headers.items() if isinstance(headers, Mapping) else headers
-    pairs = [(str(k), str(v)) for k, v in items]
+    # Raw ASGI and HTTP libraries hand headers over as bytes.
+    pairs = [(_text(k), _text(v)) for k, v in items]
+    if now is not None and (not isinstance(now, (int, float)) or isinstance(now, bool)):
+        raise TypeError(f"now must be Unix seconds (a number), got {now!r}")
     text: str | None
     if body is None or isinstance(body, str):
         text = body
@@ -36,3 +39,9 @@ def retry_after(headers: Headers, body: Any = None, now: float | None = None) ->
 
         text = json.dumps(body)
     return _native.retry_after(pairs, text, now)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("latin-1")
+    return str(value)

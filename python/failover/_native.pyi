@@ -2,13 +2,21 @@
 from collections.abc import Awaitable, Callable
 from typing import Any, final
 
-__all__ = ["NativeClient", "NativeMockServer", "VirtualClock", "__version__", "retry_after"]
+__all__ = [
+    "NativeClient",
+    "NativeMockServer",
+    "VirtualClock",
+    "__version__",
+    "is_credential_header",
+    "retry_after",
+]
 
 __version__: str
 
 def retry_after(
     headers: list[tuple[str, str]], body: str | None = None, now: float | None = None
 ) -> float | None: ...
+def is_credential_header(name: str) -> bool: ...
 
 _ProviderTuple = tuple[str, str, str, str, str | None, list[tuple[str, str]], list[int], str]
 _PolicyTuple = tuple[str, int, int, float, float, tuple[float, float, float, float], float | None]
@@ -29,8 +37,8 @@ class NativeClient:
         timeout: float,
         deadline: float | None,
         sleeper: Any,
-        model: str | None = None,
-        system: str | None = None,
+        model: object = None,
+        system: object = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> tuple[Any, ...]: ...
@@ -42,8 +50,8 @@ class NativeClient:
         timeout: float,
         deadline: float | None,
         sleeper: Any,
-        model: str | None = None,
-        system: str | None = None,
+        model: object = None,
+        system: object = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Awaitable[tuple[Any, ...]]: ...

@@ -1,4 +1,8 @@
-"""Retry policies: the default, tunable one and exact presets of other clients."""
+"""Retry policies: the default, tunable one and exact presets of other clients.
+
+Both classes are immutable values: a policy can be shared by clients and
+threads, and is checked once, when it is made.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,25 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class Backoff:
+class _Frozen:
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; make a new one")
+
+    def _set(self, **fields: Any) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+
+class Backoff(_Frozen):
     """Exponential backoff: ``min(initial * multiplier**n, max) * (1 - jitter * U[0,1))``."""
 
-    __slots__ = ("initial", "jitter", "max", "multiplier")
+    __slots__ = ("initial", "multiplier", "max", "jitter")
+    initial: float
+    multiplier: float
+    max: float
+    jitter: float
 
     def __init__(
         self,
@@ -23,10 +42,15 @@ class Backoff:
         max: float = 8.0,
         jitter: float = 0.25,
     ) -> None:
-        self.initial = seconds("initial", initial)
-        self.multiplier = number("multiplier", multiplier, low=1.0, high=100.0)
-        self.max = seconds("max", max)
-        self.jitter = number("jitter", jitter, low=0.0, high=1.0)
+        self._set(
+            initial=seconds("initial", initial),
+            multiplier=number("multiplier", multiplier, low=1.0, high=100.0),
+            max=seconds("max", max),
+            jitter=number("jitter", jitter, low=0.0, high=1.0),
+        )
+
+    def _tuple(self) -> tuple[float, float, float, float]:
+        return (self.initial, self.multiplier, self.max, self.jitter)
 
     def __repr__(self) -> str:
         return (
@@ -40,11 +64,11 @@ class Backoff:
     def __hash__(self) -> int:
         return hash(self._tuple())
 
-    def _tuple(self) -> tuple[float, float, float, float]:
-        return (self.initial, self.multiplier, self.max, self.jitter)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Backoff, self._tuple())
 
 
-class RetryPolicy:
+class RetryPolicy(_Frozen):
     """When to wait and retry the same provider, and when to fail over.
 
     "Last" means no other provider remains to fail over to. A server-hinted
@@ -53,14 +77,23 @@ class RetryPolicy:
     """
 
     __slots__ = (
-        "_max_interval",
-        "_preset",
-        "backoff",
         "max_retries",
         "max_retries_last",
         "max_retry_after",
         "max_retry_after_last",
+        "backoff",
+        "_preset",
+        "_max_interval",
+        "_wire",
     )
+    max_retries: int
+    max_retries_last: int
+    max_retry_after: float
+    max_retry_after_last: float
+    backoff: Backoff
+    _preset: str
+    _max_interval: float | None
+    _wire: tuple[Any, ...]
 
     def __init__(
         self,
@@ -70,21 +103,35 @@ class RetryPolicy:
         max_retry_after_last: float = 60.0,
         backoff: Backoff | None = None,
     ) -> None:
-        self.max_retries = count("max_retries", max_retries)
-        self.max_retries_last = count("max_retries_last", max_retries_last)
-        self.max_retry_after = seconds("max_retry_after", max_retry_after)
-        self.max_retry_after_last = seconds("max_retry_after_last", max_retry_after_last)
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
-        self.backoff = backoff if backoff is not None else Backoff()
-        self._preset = "default"
-        self._max_interval: float | None = None
+        self._set(
+            max_retries=count("max_retries", max_retries),
+            max_retries_last=count("max_retries_last", max_retries_last),
+            max_retry_after=seconds("max_retry_after", max_retry_after),
+            max_retry_after_last=seconds("max_retry_after_last", max_retry_after_last),
+            backoff=backoff if backoff is not None else Backoff(),
+        )
+        self._finish("default", None)
+
+    def _finish(self, preset: str, max_interval: float | None) -> None:
+        b = self.backoff
+        wire = (
+            preset,
+            self.max_retries,
+            self.max_retries_last,
+            self.max_retry_after,
+            self.max_retry_after_last,
+            b._tuple(),
+            max_interval,
+        )
+        # What the engine receives, built once: policies are reused per call.
+        self._set(_preset=preset, _max_interval=max_interval, _wire=wire)
 
     @classmethod
     def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
         policy = cls()
-        policy._preset = name
-        policy._max_interval = max_interval
+        policy._finish(name, max_interval)
         return policy
 
     @classmethod
@@ -111,16 +158,7 @@ class RetryPolicy:
         return cls._make_preset("openai")
 
     def _native(self) -> tuple[Any, ...]:
-        b = self.backoff
-        return (
-            self._preset,
-            self.max_retries,
-            self.max_retries_last,
-            self.max_retry_after,
-            self.max_retry_after_last,
-            (b.initial, b.multiplier, b.max, b.jitter),
-            self._max_interval,
-        )
+        return self._wire
 
     def __repr__(self) -> str:
         if self._preset == "ruby_llm":
@@ -135,7 +173,19 @@ class RetryPolicy:
         )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RetryPolicy) and self._native() == other._native()
+        return isinstance(other, RetryPolicy) and self._wire == other._wire
 
     def __hash__(self) -> int:
-        return hash(self._native())
+        return hash(self._wire)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._preset != "default":
+            return (RetryPolicy._make_preset, (self._preset, self._max_interval))
+        args = (
+            self.max_retries,
+            self.max_retries_last,
+            self.max_retry_after,
+            self.max_retry_after_last,
+            self.backoff,
+        )
+        return (RetryPolicy, args)

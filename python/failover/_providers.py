@@ -7,14 +7,16 @@ Client is built, unless given. It never appears in a repr.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
+from . import _native
 from ._checks import header_text
 from ._exceptions import ConfigurationError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
     from typing import Any, ClassVar
 
 #: Statuses that mean "overloaded" unless a provider says otherwise.
@@ -41,20 +43,28 @@ class Provider:
         allow_insecure: bool = False,
         overloaded_statuses: Sequence[int] | None = None,
     ) -> None:
+        owner = type(self).__name__
         if not isinstance(model, str) or not model:
-            raise ConfigurationError(f"{type(self).__name__} needs a model name")
-        url = base_url or self.default_base_url
-        if not url:
-            raise ConfigurationError(f"{type(self).__name__} needs a base_url")
+            raise ConfigurationError(f"{owner} needs a model name (a str), got {model!r}")
+        url = base_url if base_url is not None else self.default_base_url
+        if not isinstance(url, str) or not url:
+            raise ConfigurationError(f"{owner} needs a base_url (a str)")
+        if headers is not None and not isinstance(headers, Mapping):
+            raise ConfigurationError(f"{owner} headers must be a mapping of str to str")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigurationError(f"{owner} api_key must be a str")
         self.model = model
-        self.base_url = _checked_url(type(self).__name__, url.rstrip("/"))
+        self.base_url = _checked_url(owner, url.rstrip("/"))
         self.headers = {
             header_text("a header name", k): header_text(f"header {k!r}", v)
             for k, v in (headers or {}).items()
         }
-        self.allow_insecure = allow_insecure
+        self.allow_insecure = bool(allow_insecure)
         if overloaded_statuses is not None:
-            self.overloaded_statuses = tuple(overloaded_statuses)
+            statuses = tuple(overloaded_statuses)
+            if not all(isinstance(s, int) and 100 <= s <= 599 for s in statuses):
+                raise ConfigurationError(f"{owner} overloaded_statuses must be HTTP statuses")
+            self.overloaded_statuses = statuses
         self._api_key = api_key
         self._env_var = self.env_var
         self._key_required = self.key_required
@@ -76,9 +86,10 @@ class Provider:
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
             )
-        if key is not None and not self.allow_insecure and not _safe_for_secrets(self.base_url):
+        sends_secret = key is not None or any(map(_native.is_credential_header, self.headers))
+        if sends_secret and not self.allow_insecure and not _safe_for_secrets(self.base_url):
             raise ConfigurationError(
-                f"provider {name!r} would send its API key over plain http to "
+                f"provider {name!r} would send a credential over plain http to "
                 f"{_display_url(self.base_url)}; use https, or pass allow_insecure=True"
             )
         return key
@@ -193,5 +204,7 @@ class OpenAICompatible(Provider):
             overloaded_statuses=overloaded_statuses,
         )
         if api_key_env is not None:
+            if not isinstance(api_key_env, str) or not api_key_env:
+                raise ConfigurationError("api_key_env must name an environment variable")
             self._env_var = api_key_env
             self._key_required = True
