@@ -441,3 +441,36 @@ def test_retry_after_takes_raw_byte_headers():
     assert failover.retry_after([(b"retry-after", b"5")]) == 5.0
     with pytest.raises(TypeError):
         failover.retry_after({}, now="soon")  # type: ignore[arg-type]
+
+
+def test_cancelling_a_call_cancels_its_async_sleeper(mock_server):
+    states: list[str] = []
+    started = asyncio.Event()
+
+    async def sleeper(seconds: float) -> None:
+        states.append("sleeping")
+        started.set()
+        try:
+            await asyncio.sleep(300)
+        except asyncio.CancelledError:
+            states.append("cancelled")
+            raise
+
+    mock_server.push(503, headers={"retry-after": "3"})
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+
+    async def main() -> set[asyncio.Task[object]]:
+        call = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.wait_for(started.wait(), 5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(50):  # let the loop run the cancellation through
+            if "cancelled" in states:
+                break
+            await asyncio.sleep(0.01)
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    leftover = asyncio.run(main())
+    assert states == ["sleeping", "cancelled"]
+    assert leftover == set()

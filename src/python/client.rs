@@ -196,7 +196,6 @@ impl NativeClient {
                 "the provider chain must name configured providers",
             ));
         }
-        let in_asyncio = locals.is_some();
         let (interrupt, interrupted) = Interrupt::new();
         Ok(Call {
             request,
@@ -204,7 +203,7 @@ impl NativeClient {
             policy: policy_from_tuple(policy)?,
             timeout: seconds("timeout", timeout)?,
             deadline: deadline.map(|d| seconds("deadline", d)).transpose()?,
-            clock: CallClock::from_sleeper(sleeper, in_asyncio, &interrupt)?,
+            clock: CallClock::from_sleeper(sleeper, locals.as_ref(), &interrupt)?,
             events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt),
             interrupted,
         })

@@ -1,10 +1,13 @@
 //! Sleepers from Python: the real clock, the virtual clock behind
 //! `failover.testing.FakeSleeper`, or any callable.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pyo3::prelude::*;
+use pyo3::types::{PyCFunction, PyDict, PyTuple};
+use pyo3_async_runtimes::TaskLocals;
+use tokio::sync::oneshot;
 
 use super::convert::configuration_error;
 use super::runtime::Interrupt;
@@ -61,7 +64,8 @@ impl VirtualClock {
 pub struct CallableClock {
     callable: Arc<Py<PyAny>>,
     origin: Instant,
-    in_asyncio: bool,
+    /// The caller's event loop and context, on async calls.
+    locals: Option<TaskLocals>,
     interrupt: Interrupt,
 }
 
@@ -77,7 +81,7 @@ impl Clock for CallableClock {
     fn sleep(&self, duration: Duration) -> SleepFuture {
         let callable = Arc::clone(&self.callable);
         let interrupt = self.interrupt.clone();
-        let in_asyncio = self.in_asyncio;
+        let locals = self.locals.clone();
         Box::pin(async move {
             let call = || {
                 Python::attach(|py| {
@@ -87,9 +91,9 @@ impl Clock for CallableClock {
                     if !result.hasattr("__await__")? {
                         return Ok(None);
                     }
-                    if in_asyncio {
-                        return pyo3_async_runtimes::tokio::into_future(result)
-                            .map(|f| Some(Box::pin(f) as AwaitedSleep));
+                    if let Some(locals) = &locals {
+                        let sleep = LoopSleep::start(py, result, locals)?;
+                        return Ok(Some(Box::pin(sleep.wait()) as AwaitedSleep));
                     }
                     // Nothing can await it on a sync call: end the call and
                     // say so, rather than retry at once.
@@ -100,12 +104,14 @@ impl Clock for CallableClock {
                         "the sleeper returned an awaitable on a sync call: use a plain function, \
                          or call prompt_async()",
                     ));
-                    Ok(Some(Box::pin(std::future::pending()) as AwaitedSleep))
+                    Ok(Some(
+                        Box::pin(std::future::pending::<PyResult<()>>()) as AwaitedSleep
+                    ))
                 })
             };
             // A blocking sleeper must not stall the runtime worker it runs on.
             let outcome = match tokio::task::block_in_place(call) {
-                Ok(Some(fut)) => fut.await.map(drop),
+                Ok(Some(fut)) => fut.await,
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };
@@ -119,8 +125,64 @@ impl Clock for CallableClock {
     }
 }
 
-type AwaitedSleep =
-    std::pin::Pin<Box<dyn std::future::Future<Output = PyResult<Py<PyAny>>> + Send>>;
+type AwaitedSleep = std::pin::Pin<Box<dyn std::future::Future<Output = PyResult<()>> + Send>>;
+
+/// An async sleeper's awaitable, running as a task on the caller's loop
+/// (`failover._sleep._LoopSleep`). Dropping it (the call was cancelled)
+/// cancels that task, so no sleeper outlives its call.
+struct LoopSleep {
+    handle: Option<Py<PyAny>>,
+    done: oneshot::Receiver<Option<Py<PyAny>>>,
+}
+
+impl LoopSleep {
+    fn start(py: Python<'_>, awaitable: Bound<'_, PyAny>, locals: &TaskLocals) -> PyResult<Self> {
+        let (sender, done) = oneshot::channel();
+        let sender = Mutex::new(Some(sender));
+        let report = PyCFunction::new_closure(
+            py,
+            None,
+            None,
+            move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
+                let exception = args.get_item(0)?;
+                let exception = (!exception.is_none()).then(|| exception.unbind());
+                if let Some(sender) = sender.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    let _ = sender.send(exception);
+                }
+                Ok(())
+            },
+        )?;
+        let class = py.import("failover._sleep")?.getattr("_LoopSleep")?;
+        let handle = class.call1((awaitable, locals.event_loop(py), locals.context(py), report))?;
+        Ok(Self {
+            handle: Some(handle.unbind()),
+            done,
+        })
+    }
+
+    async fn wait(mut self) -> PyResult<()> {
+        let outcome = (&mut self.done).await;
+        self.handle = None; // finished: nothing to cancel
+        match outcome {
+            Ok(Some(exception)) => Err(Python::attach(|py| {
+                PyErr::from_value(exception.into_bound(py))
+            })),
+            Ok(None) | Err(_) => Ok(()),
+        }
+    }
+}
+
+impl Drop for LoopSleep {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            Python::attach(|py| {
+                if let Err(e) = handle.call_method0(py, "cancel") {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    }
+}
 
 /// The clock of one call.
 pub enum CallClock {
@@ -132,7 +194,7 @@ pub enum CallClock {
 impl CallClock {
     pub fn from_sleeper(
         sleeper: Option<&Bound<'_, PyAny>>,
-        in_asyncio: bool,
+        locals: Option<&TaskLocals>,
         interrupt: &Interrupt,
     ) -> PyResult<Self> {
         let Some(sleeper) = sleeper else {
@@ -149,7 +211,7 @@ impl CallClock {
         Ok(Self::Callable(CallableClock {
             callable: Arc::new(sleeper.clone().unbind()),
             origin: Instant::now(),
-            in_asyncio,
+            locals: locals.cloned(),
             interrupt: interrupt.clone(),
         }))
     }
