@@ -66,42 +66,53 @@ pub struct ErrorBody {
 }
 
 pub fn parse_error_body(body: &str) -> ErrorBody {
-    let Ok(json) = serde_json::from_str::<Value>(body) else {
+    match serde_json::from_str::<Value>(body) {
+        Ok(json) => ErrorBody::from_json(&json),
+        Err(_) => ErrorBody::from_text(body),
+    }
+}
+
+impl ErrorBody {
+    /// A body that is not JSON: its text is the message.
+    pub fn from_text(body: &str) -> Self {
         let text = body.trim();
         let message = (!text.is_empty()).then(|| truncate(text, 500));
-        return ErrorBody {
+        Self {
             message,
             codes: Vec::new(),
-        };
-    };
-    let mut out = ErrorBody::default();
-    let error = json.get("error");
-    let mut add_code = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => out.codes.push(s.to_ascii_lowercase()),
-        Some(Value::Number(n)) => out.codes.push(n.to_string()),
-        _ => {}
-    };
-    for source in [error, Some(&json)].into_iter().flatten() {
-        add_code(source.get("code"));
-        add_code(source.get("type"));
-        add_code(source.get("status"));
-        if let Some(details) = source.get("details").and_then(Value::as_array) {
-            for d in details {
-                add_code(d.get("reason"));
-            }
         }
     }
-    let message = [
-        error.and_then(|e| e.get("message")),
-        error,
-        json.get("message"),
-        json.get("detail"),
-    ]
-    .into_iter()
-    .flatten()
-    .find_map(|v| v.as_str().filter(|s| !s.is_empty()));
-    out.message = message.map(|m| truncate(m, 2000));
-    out
+
+    pub fn from_json(json: &Value) -> Self {
+        let mut out = ErrorBody::default();
+        let error = json.get("error");
+        let mut add_code = |v: Option<&Value>| match v {
+            Some(Value::String(s)) => out.codes.push(s.to_ascii_lowercase()),
+            Some(Value::Number(n)) => out.codes.push(n.to_string()),
+            _ => {}
+        };
+        for source in [error, Some(json)].into_iter().flatten() {
+            add_code(source.get("code"));
+            add_code(source.get("type"));
+            add_code(source.get("status"));
+            if let Some(details) = source.get("details").and_then(Value::as_array) {
+                for d in details {
+                    add_code(d.get("reason"));
+                }
+            }
+        }
+        let message = [
+            error.and_then(|e| e.get("message")),
+            error,
+            json.get("message"),
+            json.get("detail"),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|v| v.as_str().filter(|s| !s.is_empty()));
+        out.message = message.map(|m| truncate(m, 2000));
+        out
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::classify::ErrorKind;
 use super::clock::Clock;
-use super::hints::{self, Headers};
+use super::hints::Headers;
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 
 /// One failed attempt, as the transport and the wire format saw it.
@@ -36,11 +36,10 @@ impl Failure {
     }
 }
 
-/// A provider taking part in one call.
-#[derive(Clone, Debug)]
-pub struct ProviderSlot {
-    pub name: String,
-    pub overloaded_statuses: Vec<u16>,
+/// A provider taking part in one call: what the engine needs of it.
+#[derive(Clone, Copy, Debug)]
+pub struct ProviderSlot<'a> {
+    pub overloaded_statuses: &'a [u16],
 }
 
 /// Everything the loop needs to know about one call.
@@ -48,7 +47,7 @@ pub struct ProviderSlot {
 pub struct CallSpec<'a> {
     pub call_id: &'a str,
     /// The providers to try, in order.
-    pub providers: &'a [ProviderSlot],
+    pub providers: &'a [ProviderSlot<'a>],
     pub policy: &'a RetryPolicy,
     /// The longest one attempt may take.
     pub attempt_timeout: Duration,
@@ -83,21 +82,26 @@ pub struct Success<T> {
     pub attempts: Vec<AttemptRecord>,
 }
 
+/// A provider's failed attempt, with the wait it asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderFailure {
+    /// Index into [`CallSpec::providers`].
+    pub provider: usize,
+    pub failure: Failure,
+    /// The wait the provider asked for, if any (DESIGN §3.2).
+    pub retry_after: Option<Duration>,
+}
+
 /// Why a call failed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CallError {
     /// The error of the provider the call ended on.
-    Provider {
-        provider: usize,
-        failure: Failure,
-        /// The wait that provider asked for, if any (DESIGN §3.2).
-        retry_after: Option<Duration>,
-    },
+    Provider(ProviderFailure),
     /// The deadline left no time to start an attempt, or cut one short.
     /// `last` is the provider error seen before it, if any.
     Deadline {
         deadline: Duration,
-        last: Option<(usize, Failure)>,
+        last: Option<ProviderFailure>,
     },
 }
 
@@ -125,15 +129,11 @@ pub enum Event {
     },
     FailedOver {
         call_id: String,
-        from_provider: usize,
+        /// The provider left behind, and its error.
+        left: ProviderFailure,
         to_provider: usize,
-        failure: Failure,
         /// Why the engine left the provider, in words, for the log.
         reason: String,
-    },
-    CallFailed {
-        call_id: String,
-        failure: CallFailure,
     },
 }
 
@@ -142,7 +142,8 @@ pub enum Event {
 ///
 /// `attempt(provider, timeout)` makes one attempt at `spec.providers[provider]`
 /// and must give up after `timeout` with an [`ErrorKind::Timeout`] failure.
-/// `unit` draws from U[0,1) for jitter; `on_event` sees every decision.
+/// `unit` draws from U[0,1) for jitter; `on_event` sees every retry and
+/// failover. A failed call is the `Err`, for the caller to report.
 pub async fn run<T, F, Fut>(
     spec: &CallSpec<'_>,
     clock: &dyn Clock,
@@ -161,23 +162,13 @@ where
             .map(|d| d.saturating_sub(clock.now().saturating_sub(start)))
     };
     let mut attempts = Vec::new();
-    let mut last: Option<(usize, Failure)> = None;
+    let mut last: Option<ProviderFailure> = None;
     let count = spec.providers.len();
 
-    let fail = |error: CallError,
-                attempts: Vec<AttemptRecord>,
-                reason: String,
-                on_event: &mut (dyn FnMut(Event) + Send)| {
-        let failure = CallFailure {
-            error,
-            attempts,
-            reason,
-        };
-        on_event(Event::CallFailed {
-            call_id: spec.call_id.to_string(),
-            failure: failure.clone(),
-        });
-        failure
+    let fail = |error, attempts, reason| CallFailure {
+        error,
+        attempts,
+        reason,
     };
     let deadline = spec.deadline.unwrap_or_default();
 
@@ -190,7 +181,7 @@ where
             if left == Some(Duration::ZERO) {
                 let reason = "no time is left to start an attempt".to_string();
                 let error = CallError::Deadline { deadline, last };
-                return Err(fail(error, attempts, reason, on_event));
+                return Err(fail(error, attempts, reason));
             }
             let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
             let cut_by_deadline = timeout < spec.attempt_timeout;
@@ -222,21 +213,27 @@ where
                 waited,
                 duration,
             });
+            let situation = Situation::new(
+                &failure,
+                retries_done,
+                is_last,
+                clock.wall(),
+                slot.overloaded_statuses,
+            );
+            let retry_after = situation.retry_after();
+            let left = |failure| ProviderFailure {
+                provider: index,
+                failure,
+                retry_after,
+            };
             if failure.kind == ErrorKind::Timeout && cut_by_deadline {
                 let reason = "the deadline cut the attempt short".to_string();
                 let error = CallError::Deadline {
                     deadline,
-                    last: Some((index, failure)),
+                    last: Some(left(failure)),
                 };
-                return Err(fail(error, attempts, reason, on_event));
+                return Err(fail(error, attempts, reason));
             }
-            let situation = Situation {
-                failure: &failure,
-                retries_done,
-                is_last,
-                now: clock.wall(),
-                overloaded_statuses: &slot.overloaded_statuses,
-            };
             let Verdict { decision, reason } = spec.policy.decide_explained(&situation, unit());
             let (fail_over, reason) = match decision {
                 Decision::Retry(wait) if remaining(clock).is_none_or(|l| wait < l) => {
@@ -252,7 +249,7 @@ where
                     });
                     clock.sleep(wait).await;
                     waited = wait;
-                    last = Some((index, failure));
+                    last = Some(left(failure));
                     continue;
                 }
                 // A wait that would end past the deadline is not slept.
@@ -266,28 +263,22 @@ where
                 Decision::GiveUp { fail_over, .. } => (fail_over, reason),
             };
             if fail_over && !is_last {
+                let left = left(failure);
                 on_event(Event::FailedOver {
                     call_id: spec.call_id.to_string(),
-                    from_provider: index,
+                    left: left.clone(),
                     to_provider: index + 1,
-                    failure: failure.clone(),
                     reason,
                 });
-                last = Some((index, failure));
+                last = Some(left);
                 break;
             }
-            let reason = match (fail_over, is_last) {
-                (true, _) => format!("{reason}; no provider left to fail over to"),
-                (false, _) => format!("{reason}; {} does not fail over", failure.kind.as_str()),
+            let reason = if fail_over {
+                format!("{reason}; no provider left to fail over to")
+            } else {
+                format!("{reason}; {} does not fail over", failure.kind.as_str())
             };
-            let retry_after =
-                hints::retry_after(&failure.headers, failure.body.as_deref(), clock.wall());
-            let error = CallError::Provider {
-                provider: index,
-                failure,
-                retry_after,
-            };
-            return Err(fail(error, attempts, reason, on_event));
+            return Err(fail(CallError::Provider(left(failure)), attempts, reason));
         }
     }
     // Only reached with no providers at all; the bindings refuse that earlier.
@@ -296,7 +287,6 @@ where
         CallError::Deadline { deadline, last },
         attempts,
         reason,
-        on_event,
     ))
 }
 
@@ -315,11 +305,12 @@ mod tests {
         }
     }
 
-    fn slots(n: usize) -> Vec<ProviderSlot> {
+    const OVERLOADED: &[u16] = &[502, 503, 504, 529];
+
+    fn slots(n: usize) -> Vec<ProviderSlot<'static>> {
         (0..n)
-            .map(|i| ProviderSlot {
-                name: format!("p{i}"),
-                overloaded_statuses: vec![502, 503, 504, 529],
+            .map(|_| ProviderSlot {
+                overloaded_statuses: OVERLOADED,
             })
             .collect()
     }
@@ -398,20 +389,11 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Event::FailedOver {
-                    from_provider,
-                    to_provider,
-                    ..
-                } => Some((*from_provider, *to_provider)),
+                    left, to_provider, ..
+                } => Some((left.provider, *to_provider)),
                 _ => None,
             })
             .collect()
-    }
-
-    fn call_failed(events: &[Event]) -> usize {
-        events
-            .iter()
-            .filter(|e| matches!(e, Event::CallFailed { .. }))
-            .count()
     }
 
     #[test]
@@ -480,10 +462,13 @@ mod tests {
             vec![err(BadRequest, Some(400), &[])],
         );
         let e = o.result.unwrap_err();
-        assert!(matches!(e.error, CallError::Provider { provider: 0, .. }));
+        assert!(matches!(&e.error, CallError::Provider(p) if p.provider == 0));
+        assert_eq!(
+            e.reason,
+            "bad_request is not retried; bad_request does not fail over"
+        );
         assert_eq!(o.calls.len(), 1);
-        assert_eq!(call_failed(&o.events), 1);
-        assert!(failed_over(&o.events).is_empty());
+        assert!(o.events.is_empty());
     }
 
     #[test]
@@ -496,25 +481,25 @@ mod tests {
         let o = run_script(3, RetryPolicy::default(), None, script);
         let e = o.result.unwrap_err();
         match &e.error {
-            CallError::Provider {
-                provider,
-                failure,
-                retry_after,
-            } => {
-                assert_eq!(*provider, 2);
-                assert_eq!(failure.status, Some(429));
-                assert_eq!(*retry_after, Some(secs(120.0)));
+            CallError::Provider(p) => {
+                assert_eq!(p.provider, 2);
+                assert_eq!(p.failure.status, Some(429));
+                assert_eq!(p.retry_after, Some(secs(120.0)));
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(failed_over(&o.events), vec![(0, 1), (1, 2)]);
-        assert_eq!(call_failed(&o.events), 1);
         assert_eq!(e.attempts.len(), 3);
         assert!(o.sleeps.is_empty());
-        match o.events.last() {
-            Some(Event::CallFailed { call_id, failure }) => {
+        assert!(
+            e.reason.ends_with("no provider left to fail over to"),
+            "{}",
+            e.reason
+        );
+        match &o.events[0] {
+            Event::FailedOver { call_id, left, .. } => {
                 assert_eq!(call_id, "call-1");
-                assert_eq!(failure, &e);
+                assert_eq!((left.failure.status, left.retry_after), (Some(503), None));
             }
             other => panic!("{other:?}"),
         }
@@ -556,7 +541,7 @@ mod tests {
         let e = o.result.unwrap_err();
         assert!(o.sleeps.is_empty());
         match e.error {
-            CallError::Provider { retry_after, .. } => assert_eq!(retry_after, Some(secs(6.0))),
+            CallError::Provider(p) => assert_eq!(p.retry_after, Some(secs(6.0))),
             other => panic!("{other:?}"),
         }
         // With another provider: fail over instead.
@@ -590,7 +575,7 @@ mod tests {
         assert!(o.sleeps.is_empty());
         assert!(matches!(
             o.result.unwrap_err().error,
-            CallError::Provider { .. }
+            CallError::Provider(_)
         ));
     }
 
@@ -606,15 +591,15 @@ mod tests {
         match e.error {
             CallError::Deadline {
                 deadline,
-                last: Some((0, f)),
+                last: Some(last),
             } => {
                 assert_eq!(deadline, secs(5.0));
-                assert_eq!(f.kind, Timeout);
+                assert_eq!((last.provider, last.failure.kind), (0, Timeout));
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(o.calls.len(), 1);
-        assert_eq!(call_failed(&o.events), 1);
+        assert_eq!(e.reason, "the deadline cut the attempt short");
         // Without a deadline, a timeout fails over.
         let o = run_script(
             2,
@@ -654,8 +639,8 @@ mod tests {
         assert_eq!(calls, 1, "the second provider is never started");
         match result.unwrap_err().error {
             CallError::Deadline {
-                last: Some((0, f)), ..
-            } => assert_eq!(f.status, Some(529)),
+                last: Some(last), ..
+            } => assert_eq!((last.provider, last.failure.status), (0, Some(529))),
             other => panic!("{other:?}"),
         }
     }

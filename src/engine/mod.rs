@@ -11,8 +11,8 @@ pub mod policy;
 pub use classify::{classify_status, ErrorKind};
 pub use clock::{Clock, ManualClock, TokioClock};
 pub use failover::{
-    run, Answer, AttemptRecord, CallError, CallFailure, CallSpec, Event, Failure, ProviderSlot,
-    Success,
+    run, Answer, AttemptRecord, CallError, CallFailure, CallSpec, Event, Failure, ProviderFailure,
+    ProviderSlot, Success,
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};

@@ -31,11 +31,14 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// `min(initial * multiplier**n, max)`, in seconds.
+    pub fn base(&self, n: u32) -> f64 {
+        (self.initial * self.multiplier.powi(n.min(1000) as i32)).min(self.max)
+    }
+
     /// The wait before retry number `n` (0-based), with `unit` drawn from U[0,1).
     pub fn delay(&self, n: u32, unit: f64) -> Duration {
-        let exp = self.multiplier.powi(n.min(1000) as i32);
-        let base = (self.initial * exp).min(self.max);
-        let jittered = base * (1.0 - self.jitter * unit.clamp(0.0, 1.0));
+        let jittered = self.base(n) * (1.0 - self.jitter * unit.clamp(0.0, 1.0));
         // A wait too long for a Duration is as good as forever; the caps and
         // the deadline decide whether it is slept.
         secs(jittered).unwrap_or(if jittered > 0.0 {
@@ -51,7 +54,8 @@ impl Backoff {
 pub enum Preset {
     Default,
     Laravel,
-    RubyLlm { max_interval: Option<Duration> },
+    /// faraday-retry's `max_interval` is `backoff.max` (infinite: unbounded).
+    RubyLlm,
     OpenAI,
 }
 
@@ -100,12 +104,42 @@ pub enum Decision {
 #[derive(Clone, Copy, Debug)]
 pub struct Situation<'a> {
     pub failure: &'a Failure,
+    /// The wait the response asks for (DESIGN §3.2), `x-should-retry` aside.
+    pub hint: Option<Duration>,
     /// Retries already made on this provider in this call.
     pub retries_done: u32,
     /// No other provider remains to fail over to.
     pub is_last: bool,
     pub now: SystemTime,
     pub overloaded_statuses: &'a [u16],
+}
+
+impl<'a> Situation<'a> {
+    /// The situation after `failure`, with its wait hint read once.
+    pub fn new(
+        failure: &'a Failure,
+        retries_done: u32,
+        is_last: bool,
+        now: SystemTime,
+        overloaded_statuses: &'a [u16],
+    ) -> Self {
+        let hint = hints::server_wait(&failure.headers, failure.body.as_deref(), now);
+        Self {
+            failure,
+            hint,
+            retries_done,
+            is_last,
+            now,
+            overloaded_statuses,
+        }
+    }
+
+    /// The wait the provider asked for, as the caller reads it (§3.2):
+    /// `None` when it said `x-should-retry: false`.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.hint
+            .filter(|_| hints::should_retry(&self.failure.headers) != Some(false))
+    }
 }
 
 impl RetryPolicy {
@@ -129,7 +163,7 @@ impl RetryPolicy {
             max_retries: 3,
             max_retries_last: 3,
             backoff,
-            preset: Preset::RubyLlm { max_interval },
+            preset: Preset::RubyLlm,
             ..Self::default()
         }
     }
@@ -153,7 +187,7 @@ impl RetryPolicy {
         match &self.preset {
             Preset::Default => self.decide_default(s, unit),
             Preset::Laravel => self.decide_laravel(s),
-            Preset::RubyLlm { max_interval } => self.decide_ruby_llm(s, *max_interval, unit),
+            Preset::RubyLlm => self.decide_ruby_llm(s, unit),
             Preset::OpenAI => self.decide_openai(s, unit),
         }
     }
@@ -168,7 +202,7 @@ impl RetryPolicy {
 
     fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         let f = s.failure;
-        let hint = hints::server_wait(&f.headers, f.body.as_deref(), s.now);
+        let hint = s.hint;
         let fail_over = f.kind.fails_over();
         let give_up = |cooldown, reason: String| Verdict::give_up(fail_over, cooldown, reason);
         if !f.kind.retryable() {
@@ -262,12 +296,7 @@ impl RetryPolicy {
     }
 
     /// ruby_llm 1.16 over faraday-retry 2.4.
-    fn decide_ruby_llm(
-        &self,
-        s: &Situation<'_>,
-        max_interval: Option<Duration>,
-        unit: f64,
-    ) -> Verdict {
+    fn decide_ruby_llm(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         const RETRY_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
         let f = s.failure;
         let give_up = |reason: &str| {
@@ -284,8 +313,7 @@ impl RetryPolicy {
         // faraday-retry: interval * factor**n capped at max_interval, plus
         // rand * interval_randomness * interval.
         let b = &self.backoff;
-        let interval = (b.initial * b.multiplier.powi(s.retries_done.min(1000) as i32)).min(b.max)
-            + unit * b.jitter * b.initial;
+        let interval = b.base(s.retries_done) + unit * b.jitter * b.initial;
         let header = [
             ruby_header_wait(&f.headers, "retry-after", s.now),
             ruby_header_wait(&f.headers, "ratelimit-reset", s.now),
@@ -293,7 +321,7 @@ impl RetryPolicy {
         .into_iter()
         .flatten()
         .reduce(f64::max);
-        let max = max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64());
+        let max = b.max;
         let wait = match header {
             Some(h) if h > max => return give_up("the header wait is over max_interval"),
             Some(h) if h >= interval => h,
@@ -381,10 +409,16 @@ fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
         return Some(s);
     }
     let at = hints::rfc2822(value).or_else(|| httpdate::parse_http_date(value.trim()).ok())?;
-    Some(match at.duration_since(now) {
+    Some(signed_secs(at, now))
+}
+
+/// Seconds from `now` until `at`, negative when `at` is past (as both
+/// libraries compute it before comparing).
+fn signed_secs(at: SystemTime, now: SystemTime) -> f64 {
+    match at.duration_since(now) {
         Ok(ahead) => ahead.as_secs_f64(),
         Err(behind) => -behind.duration().as_secs_f64(),
-    })
+    }
 }
 
 /// faraday-retry's `parse_retry_header`: an RFC 2822 date minus now, else
@@ -392,10 +426,7 @@ fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
 fn ruby_header_wait(headers: &hints::Headers, name: &str, now: SystemTime) -> Option<f64> {
     let value = headers.get(name)?;
     if let Some(at) = hints::rfc2822(value) {
-        return Some(match at.duration_since(now) {
-            Ok(ahead) => ahead.as_secs_f64(),
-            Err(behind) => -behind.duration().as_secs_f64(),
-        });
+        return Some(signed_secs(at, now));
     }
     Some(ruby_to_f(value))
 }
@@ -460,14 +491,11 @@ mod tests {
     ) -> Decision {
         let mut overloaded = DEFAULT_OVERLOADED_STATUSES.to_vec();
         overloaded.push(529);
-        let s = Situation {
-            failure: f,
-            retries_done,
-            is_last,
-            now: UNIX_EPOCH + Duration::from_secs(NOW),
-            overloaded_statuses: &overloaded,
-        };
-        p.decide(&s, unit)
+        let now = UNIX_EPOCH + Duration::from_secs(NOW);
+        p.decide(
+            &Situation::new(f, retries_done, is_last, now, &overloaded),
+            unit,
+        )
     }
 
     fn retry(ms: u64) -> Decision {
@@ -892,13 +920,8 @@ mod tests {
     fn every_decision_has_a_reason() {
         let p = RetryPolicy::default();
         let s = |f: &Failure, is_last| {
-            let situation = Situation {
-                failure: f,
-                retries_done: 0,
-                is_last,
-                now: UNIX_EPOCH + Duration::from_secs(NOW),
-                overloaded_statuses: &[503],
-            };
+            let situation =
+                Situation::new(f, 0, is_last, UNIX_EPOCH + Duration::from_secs(NOW), &[503]);
             p.decide_explained(&situation, 0.0).reason
         };
         assert_eq!(

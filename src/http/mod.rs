@@ -17,7 +17,8 @@ pub struct HttpRequest {
     pub headers: Vec<(String, String)>,
     /// Header values never shown in any message (API keys).
     pub secret_headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    /// Shared, so that a retry sends it again without copying it.
+    pub body: bytes::Bytes,
 }
 
 #[derive(Clone, Debug)]
@@ -155,18 +156,10 @@ fn kind_of(error: &reqwest::Error) -> ErrorKind {
 /// The error and its causes, without the URL (which may carry a key).
 fn describe(error: &reqwest::Error) -> String {
     use std::error::Error as _;
-    let mut text = match error.url() {
-        Some(_) => {
-            let mut bare = String::new();
-            let mut parts = format!("{error}");
-            if let Some(idx) = parts.find(" for url (") {
-                parts.truncate(idx);
-            }
-            bare.push_str(&parts);
-            bare
-        }
-        None => error.to_string(),
-    };
+    let mut text = error.to_string();
+    if let Some(idx) = text.find(" for url (") {
+        text.truncate(idx);
+    }
     let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();

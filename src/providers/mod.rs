@@ -6,7 +6,7 @@ mod openai;
 
 use serde_json::{Map, Value};
 
-use crate::engine::classify::{classify_status, parse_error_body};
+use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{HttpRequest, HttpResponse};
 
@@ -113,7 +113,7 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
         url: format!("{}{}", provider.base_url.trim_end_matches('/'), path),
         headers,
         secret_headers,
-        body: serde_json::to_vec(&body).unwrap_or_default(),
+        body: serde_json::to_vec(&body).unwrap_or_default().into(),
     }
 }
 
@@ -130,7 +130,7 @@ pub fn parse_response(
         kind: ErrorKind::ServerError,
         status: Some(response.status),
         headers: response.headers.clone(),
-        body: Some(redact(provider, &String::from_utf8_lossy(&response.body))),
+        body: Some(redacted_body(provider, &response.body).0),
         message: format!("malformed response body from {}: {why}", provider.name),
         request_id: request_id.clone(),
     };
@@ -171,21 +171,19 @@ fn error_failure(
     response: HttpResponse,
     request_id: Option<String>,
 ) -> Failure {
-    let text = redact(provider, &String::from_utf8_lossy(&response.body));
-    let parsed = parse_error_body(&text);
+    let (text, json) = redacted_body(provider, &response.body);
+    let parsed = json
+        .as_ref()
+        .map_or_else(|| ErrorBody::from_text(&text), ErrorBody::from_json);
     let kind = classify_status(response.status, &parsed, &provider.overloaded_statuses);
     // Anthropic repeats its request id in error bodies; proxies may strip the header.
     let request_id = request_id.or_else(|| {
-        serde_json::from_str::<Value>(&text)
-            .ok()?
+        json.as_ref()?
             .get("request_id")?
             .as_str()
             .map(str::to_string)
     });
-    let message = match (
-        parsed.message.map(|m| redact(provider, &m)),
-        response.headers.get("location"),
-    ) {
+    let message = match (parsed.message, response.headers.get("location")) {
         (Some(m), _) => format!("{} returned {}: {m}", provider.name, response.status),
         (None, Some(_)) if (300..400).contains(&response.status) => format!(
             "{} returned {} (a redirect, which failover does not follow: check base_url)",
@@ -216,32 +214,40 @@ pub fn is_credential_header(name: &str) -> bool {
 /// ordinary words, and no provider issues keys that short.
 const MIN_SECRET_LEN: usize = 4;
 
-/// Removes the provider's credentials from text a provider sent back.
-fn redact(provider: &ProviderConfig, text: &str) -> String {
+/// The provider's credentials, as they could be echoed back.
+fn secrets(provider: &ProviderConfig) -> Vec<&str> {
     let header_secrets = provider
         .headers
         .iter()
         .filter(|(name, _)| is_credential_header(name))
         .map(|(_, value)| value.as_str());
-    let secrets: Vec<&str> = provider
+    provider
         .api_key
         .as_deref()
         .into_iter()
         .chain(header_secrets)
         .filter(|s| s.len() >= MIN_SECRET_LEN)
-        .collect();
-    if secrets.is_empty() {
-        return text.to_string();
-    }
-    let mut out = replace_secrets(text, &secrets);
-    // JSON may escape any character of a key (`\/`, `\u002f`): look in the
-    // decoded strings too, and re-serialise the body if one held a key.
-    if let Ok(mut json) = serde_json::from_str::<Value>(&out) {
-        if redact_json(&mut json, &secrets) {
-            out = json.to_string();
+        .collect()
+}
+
+/// A body a provider sent back, as text with the provider's credentials
+/// removed, and parsed when it is JSON. JSON may escape any character of a
+/// key (`\/`, `\u002f`), so the decoded strings are searched too, and the
+/// body re-serialised when one held a key.
+fn redacted_body(provider: &ProviderConfig, body: &[u8]) -> (String, Option<Value>) {
+    let raw = String::from_utf8_lossy(body);
+    let secrets = secrets(provider);
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(mut json) => {
+            let text = if !secrets.is_empty() && redact_json(&mut json, &secrets) {
+                json.to_string()
+            } else {
+                replace_secrets(&raw, &secrets)
+            };
+            (text, Some(json))
         }
+        Err(_) => (replace_secrets(&raw, &secrets), None),
     }
-    out
 }
 
 fn replace_secrets(text: &str, secrets: &[&str]) -> String {

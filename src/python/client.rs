@@ -2,7 +2,7 @@
 //! by asyncio or driven to completion with the GIL released.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -15,8 +15,8 @@ use super::convert::{
 };
 use super::events::EventTarget;
 use super::runtime::{runtime, Interrupt};
-use crate::engine::{self, CallSpec, Clock, Event, ProviderSlot, RetryPolicy};
-use crate::http::{ReqwestTransport, Transport};
+use crate::engine::{self, CallSpec, Event, ProviderSlot, RetryPolicy};
+use crate::http::{HttpRequest, ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
 
 /// How often a blocking call wakes to let Python handle Ctrl-C.
@@ -105,71 +105,22 @@ impl NativeClient {
 
     /// Blocking chat call: the engine future runs on the shared runtime with
     /// the GIL released, waking every 50 ms so Ctrl-C raises promptly.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (messages, chain, policy, timeout, deadline, sleeper, model=None, system=None, max_tokens=None, temperature=None))]
-    fn prompt(
-        &self,
-        py: Python<'_>,
-        messages: &Bound<'_, PyAny>,
-        chain: Vec<usize>,
-        policy: PolicyTuple,
-        timeout: f64,
-        deadline: Option<f64>,
-        sleeper: Option<&Bound<'_, PyAny>>,
-        model: Option<&Bound<'_, PyAny>>,
-        system: Option<&Bound<'_, PyAny>>,
-        max_tokens: Option<u64>,
-        temperature: Option<f64>,
-    ) -> PyResult<Py<PyAny>> {
-        let request = ChatRequest {
-            messages: messages_from(messages)?,
-            system: text_arg("system", system)?,
-            max_tokens,
-            temperature,
-            model: text_arg("model", model)?,
-        };
-        let call = self.call(py, request, chain, policy, timeout, deadline, sleeper, None)?;
+    fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
+        let call = self.call(py, args, None)?;
         block_on_interruptibly(py, chat(Arc::clone(&self.inner), call))?
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
     /// and with it the HTTP request.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (messages, chain, policy, timeout, deadline, sleeper, model=None, system=None, max_tokens=None, temperature=None))]
     fn prompt_async<'py>(
         &self,
         py: Python<'py>,
-        messages: &Bound<'py, PyAny>,
-        chain: Vec<usize>,
-        policy: PolicyTuple,
-        timeout: f64,
-        deadline: Option<f64>,
-        sleeper: Option<&Bound<'py, PyAny>>,
-        model: Option<&Bound<'_, PyAny>>,
-        system: Option<&Bound<'_, PyAny>>,
-        max_tokens: Option<u64>,
-        temperature: Option<f64>,
+        args: CallArgs<'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = ChatRequest {
-            messages: messages_from(messages)?,
-            system: text_arg("system", system)?,
-            max_tokens,
-            temperature,
-            model: text_arg("model", model)?,
-        };
         runtime()?;
-        // Looked up once: the engine future and the event target share them.
+        // Looked up once: the engine future, its events and its sleeper share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let call = self.call(
-            py,
-            request,
-            chain,
-            policy,
-            timeout,
-            deadline,
-            sleeper,
-            Some(locals.clone()),
-        )?;
+        let call = self.call(py, args, Some(locals.clone()))?;
         pyo3_async_runtimes::tokio::future_into_py_with_locals(
             py,
             locals,
@@ -178,24 +129,53 @@ impl NativeClient {
     }
 }
 
+/// One call's arguments, as `failover._client` passes them: `(messages,
+/// chain, policy, timeout, deadline, sleeper, model, system, max_tokens,
+/// temperature)`.
+type CallArgs<'py> = (
+    Bound<'py, PyAny>,
+    Vec<usize>,
+    PolicyTuple,
+    f64,
+    Option<f64>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+    Option<u64>,
+    Option<f64>,
+);
+
 impl NativeClient {
-    #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
         py: Python<'_>,
-        request: ChatRequest,
-        chain: Vec<usize>,
-        policy: PolicyTuple,
-        timeout: f64,
-        deadline: Option<f64>,
-        sleeper: Option<&Bound<'_, PyAny>>,
+        args: CallArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
     ) -> PyResult<Call> {
+        let (
+            messages,
+            chain,
+            policy,
+            timeout,
+            deadline,
+            sleeper,
+            model,
+            system,
+            max_tokens,
+            temperature,
+        ) = args;
         if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.providers.len()) {
             return Err(configuration_error(
                 "the provider chain must name configured providers",
             ));
         }
+        let request = ChatRequest {
+            messages: messages_from(&messages)?,
+            system: text_arg("system", system.as_ref())?,
+            max_tokens,
+            temperature,
+            model: text_arg("model", model.as_ref())?,
+        };
         let (interrupt, interrupted) = Interrupt::new();
         Ok(Call {
             request,
@@ -203,7 +183,7 @@ impl NativeClient {
             policy: policy_from_tuple(policy)?,
             timeout: seconds("timeout", timeout)?,
             deadline: deadline.map(|d| seconds("deadline", d)).transpose()?,
-            clock: CallClock::from_sleeper(sleeper, locals.as_ref(), &interrupt)?,
+            clock: CallClock::from_sleeper(sleeper.as_ref(), locals.as_ref(), &interrupt)?,
             events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt),
             interrupted,
         })
@@ -272,11 +252,11 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         events,
         mut interrupted,
     } = call;
-    let slots: Vec<ProviderSlot> = chain
+    let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
+    let slots: Vec<ProviderSlot> = configs
         .iter()
-        .map(|&i| ProviderSlot {
-            name: inner.providers[i].name.clone(),
-            overloaded_statuses: inner.providers[i].overloaded_statuses.clone(),
+        .map(|c| ProviderSlot {
+            overloaded_statuses: &c.overloaded_statuses,
         })
         .collect();
     let call_id = new_call_id();
@@ -287,22 +267,18 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         attempt_timeout: timeout,
         deadline,
     };
-    let names: Vec<&str> = slots.iter().map(|s| s.name.as_str()).collect();
-    let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
-    let mut on_event = |event: Event| {
-        if !matches!(event, Event::CallFailed { .. }) {
-            Python::attach(|py| {
-                events.send_engine_event(py, &event, &names, &configs, clock.wall())
-            });
-        }
-    };
+    let mut on_event =
+        |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
     let transport = &inner.transport;
+    // Each provider's request is built once per call, on its first attempt.
+    let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
     let run = engine::run(&spec, &clock, &mut unit, &mut on_event, |index, timeout| {
         let provider = configs[index];
-        let http_request = providers::build_request(provider, &request);
+        let http_request =
+            requests[index].get_or_init(|| providers::build_request(provider, &request));
         async move {
-            let response = transport.send(&http_request, timeout).await?;
+            let response = transport.send(http_request, timeout).await?;
             providers::parse_response(provider, response)
         }
     });
@@ -318,22 +294,20 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     }
     Python::attach(|py| match result {
         Ok(success) => {
-            let attempts = attempts_list(py, &success.attempts, &names)?;
+            let attempts = attempts_list(py, &success.attempts, &configs)?;
             response_tuple(
                 py,
                 success.value,
-                names[success.provider],
+                &configs[success.provider].name,
                 attempts,
                 &call_id,
             )
         }
         Err(failure) => {
-            let error = call_error(py, &failure, &names, &configs, &call_id, clock.wall())?;
-            let attempts = attempts_list(py, &failure.attempts, &names)?;
+            let error = call_error(py, &failure, &configs, &call_id)?;
             let payload = (
                 call_id.as_str(),
                 error.clone_ref(py),
-                attempts,
                 failure.reason.as_str(),
             );
             events.send(py, "CallFailed", payload.into_pyobject(py)?.into_any());

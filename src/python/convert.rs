@@ -1,7 +1,7 @@
 //! Conversions between Python values and the engine's: messages in, results
 //! and typed exceptions out.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -9,7 +9,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
 use crate::engine::policy::{Backoff, Preset};
-use crate::engine::{hints, AttemptRecord, CallError, CallFailure, Failure, RetryPolicy};
+use crate::engine::{hints, AttemptRecord, CallError, CallFailure, ProviderFailure, RetryPolicy};
 use crate::providers::{ChatResponse, ProviderConfig};
 
 pub type PolicyTuple = (
@@ -224,13 +224,13 @@ pub fn response_tuple(
 pub fn attempts_list(
     py: Python<'_>,
     attempts: &[AttemptRecord],
-    names: &[&str],
+    configs: &[&ProviderConfig],
 ) -> PyResult<Py<PyAny>> {
     let items: Vec<_> = attempts
         .iter()
         .map(|a| {
             (
-                names[a.provider],
+                configs[a.provider].name.as_str(),
                 a.status,
                 a.kind.map(|k| k.as_str()),
                 a.waited.as_secs_f64(),
@@ -241,22 +241,20 @@ pub fn attempts_list(
     Ok(PyList::new(py, items)?.into_any().unbind())
 }
 
-/// The typed Python exception for a provider failure.
+/// The typed Python exception for a provider's failure.
 pub fn provider_error(
     py: Python<'_>,
-    failure: &Failure,
-    provider: &str,
-    config: &ProviderConfig,
-    now: SystemTime,
+    failed: &ProviderFailure,
+    configs: &[&ProviderConfig],
     attempts: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let retry_after = hints::retry_after(&failure.headers, failure.body.as_deref(), now);
+    let (failure, config) = (&failed.failure, configs[failed.provider]);
     let info = PyDict::new(py);
-    info.set_item("provider", provider)?;
+    info.set_item("provider", &config.name)?;
     info.set_item("model", &config.model)?;
     info.set_item("status", failure.status)?;
     info.set_item("request_id", failure.request_id.as_deref())?;
-    info.set_item("retry_after", retry_after.map(|d| d.as_secs_f64()))?;
+    info.set_item("retry_after", failed.retry_after.map(|d| d.as_secs_f64()))?;
     info.set_item("body", failure.body.as_deref())?;
     info.set_item("attempts", attempts)?;
     let build = exceptions_attr(py, "_provider_error")?;
@@ -265,34 +263,21 @@ pub fn provider_error(
         .unbind())
 }
 
-/// The exception a failed call raises.
+/// The exception a failed call raises, carrying its attempts.
 pub fn call_error(
     py: Python<'_>,
     failure: &CallFailure,
-    names: &[&str],
     configs: &[&ProviderConfig],
     call_id: &str,
-    now: SystemTime,
 ) -> PyResult<Py<PyAny>> {
-    let attempts = attempts_list(py, &failure.attempts, names)?;
+    let attempts = attempts_list(py, &failure.attempts, configs)?;
     match &failure.error {
-        CallError::Provider {
-            provider,
-            failure: f,
-            ..
-        } => provider_error(
-            py,
-            f,
-            names[*provider],
-            configs[*provider],
-            now,
-            Some(attempts),
-        ),
+        CallError::Provider(failed) => provider_error(py, failed, configs, Some(attempts)),
         CallError::Deadline { deadline, last } => {
-            let cause = match last {
-                Some((p, f)) => Some(provider_error(py, f, names[*p], configs[*p], now, None)?),
-                None => None,
-            };
+            let cause = last
+                .as_ref()
+                .map(|failed| provider_error(py, failed, configs, None))
+                .transpose()?;
             let build = exceptions_attr(py, "_deadline_error")?;
             Ok(build
                 .call1((deadline.as_secs_f64(), attempts, cause, call_id))?

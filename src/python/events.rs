@@ -2,8 +2,6 @@
 //! and onto the caller's asyncio loop (in the caller's context) on async
 //! calls, so hooks and log handlers never run on a tokio worker thread.
 
-use std::time::SystemTime;
-
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_async_runtimes::TaskLocals;
@@ -30,9 +28,9 @@ impl EventTarget {
         }
     }
 
-    /// Hands one event to Python. A hook's ordinary exception is reported and
-    /// the call goes on; a BaseException (Ctrl-C in a hook), or an event loop
-    /// that has closed under the call, ends the call.
+    /// Hands one event to Python. The emitter logs a hook's ordinary
+    /// exception itself; what reaches here is a BaseException (Ctrl-C in a
+    /// hook) or an event loop that closed under the call: both end the call.
     pub fn send(&self, py: Python<'_>, kind: &str, payload: Bound<'_, PyAny>) {
         let delivered = match &self.locals {
             None => self.emit.call1(py, (kind, payload)).map(drop),
@@ -62,14 +60,8 @@ impl EventTarget {
     }
 
     /// An engine event -> the Python event payload.
-    pub fn send_engine_event(
-        &self,
-        py: Python<'_>,
-        event: &Event,
-        names: &[&str],
-        configs: &[&ProviderConfig],
-        now: SystemTime,
-    ) {
+    pub fn send_engine_event(&self, py: Python<'_>, event: &Event, configs: &[&ProviderConfig]) {
+        let name = |index: usize| configs[index].name.as_str();
         let payload = match event {
             Event::RetryScheduled {
                 call_id,
@@ -79,50 +71,39 @@ impl EventTarget {
                 kind,
                 status,
                 reason,
-            } => (
-                "RetryScheduled",
-                (
+            } => {
+                let fields = (
                     call_id.as_str(),
-                    names[*provider],
+                    name(*provider),
                     *attempt,
                     delay.as_secs_f64(),
                     kind.as_str(),
                     *status,
                     reason.as_str(),
+                );
+                (
+                    "RetryScheduled",
+                    fields.into_pyobject(py).map(Bound::into_any),
                 )
-                    .into_pyobject(py)
-                    .map(Bound::into_any),
-            ),
+            }
             Event::FailedOver {
                 call_id,
-                from_provider,
+                left,
                 to_provider,
-                failure,
                 reason,
             } => (
                 "FailedOver",
-                provider_error(
-                    py,
-                    failure,
-                    names[*from_provider],
-                    configs[*from_provider],
-                    now,
-                    None,
-                )
-                .and_then(|error| {
-                    (
+                provider_error(py, left, configs, None).and_then(|error| {
+                    let fields = (
                         call_id.as_str(),
-                        names[*from_provider],
-                        names[*to_provider],
+                        name(left.provider),
+                        name(*to_provider),
                         error,
                         reason.as_str(),
-                    )
-                        .into_pyobject(py)
-                        .map(Bound::into_any)
+                    );
+                    fields.into_pyobject(py).map(Bound::into_any)
                 }),
             ),
-            // Sent by the caller, with the very exception that is raised.
-            Event::CallFailed { .. } => return,
         };
         match payload {
             (kind, Ok(payload)) => self.send(py, kind, payload),
