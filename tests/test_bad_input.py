@@ -72,11 +72,18 @@ def test_absurd_retry_after_values_are_no_hint(mock_server, backup_server, call,
     mock_server.push(429, headers={"retry-after": value, "retry-after-ms": value})
     backup_server.push_text("backup")
     sleeper = FakeSleeper()
+    events: list[object] = []
     client = failover.Client(
-        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        sleeper=sleeper,
+        on_event=events.append,
     )
     assert call(client).provider == "b"
     sleeper.assert_never_slept()
+    # Read as no hint at all, not as a hint over the cap.
+    [left] = [e for e in events if isinstance(e, failover.FailedOver)]
+    assert left.error.retry_after is None
+    assert left.reason == "no wait hint; rate_limited fails over at once"
 
 
 def test_a_huge_hint_on_the_last_provider_is_raised_not_slept(mock_server, call):

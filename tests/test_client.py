@@ -245,23 +245,6 @@ def test_callable_sleepers(mock_server):
     assert awaited == [3.0]
 
 
-def test_cancelling_an_asyncio_task_cancels_the_call(mock_server):
-    mock_server.push(fault="hang")
-    client = failover.Client({"a": openai(mock_server)}, timeout=30)
-
-    async def main() -> None:
-        task = asyncio.ensure_future(client.prompt_async("Hi"))
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, 5)
-
-    asyncio.run(main())
-    # The engine is free for the next call.
-    mock_server.push_text("after")
-    assert client.prompt("Hi").text == "after"
-
-
 def test_the_gil_is_released_while_rust_waits(mock_server):
     mock_server.push_text("slow", delay=0.5)
     client = failover.Client({"a": openai(mock_server)})

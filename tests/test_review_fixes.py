@@ -437,6 +437,15 @@ def test_policies_are_immutable_values():
     assert failover.RetryPolicy.ruby_llm(30) != failover.RetryPolicy.ruby_llm(None)
 
 
+def test_presets_show_the_numbers_they_use():
+    openai_preset = failover.RetryPolicy.openai()
+    assert (openai_preset.max_retries, openai_preset.max_retry_after) == (2, 120.0)
+    laravel = failover.RetryPolicy.laravel()
+    assert (laravel.max_retries, laravel.max_retries_last, laravel.max_retry_after) == (1, 1, 10.0)
+    ruby = failover.RetryPolicy.ruby_llm(30)
+    assert (ruby.max_retries, ruby.backoff.initial, ruby.backoff.max) == (3, 0.1, 30.0)
+
+
 def test_retry_after_takes_raw_byte_headers():
     assert failover.retry_after([(b"retry-after", b"5")]) == 5.0
     with pytest.raises(TypeError):

@@ -103,8 +103,14 @@ def test_retry_after_function():
 def test_recorded_requests_do_not_show_keys_in_their_repr(mock_server):
     mock_server.push_text("ok")
     secret = "sk-recorded-secret-42"
-    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=secret)
+    provider = failover.OpenAICompatible(
+        model="m",
+        base_url=mock_server.url,
+        api_key=secret,
+        headers={"X-Portkey-Token": "tok-very-secret-123"},
+    )
     failover.Client({"a": provider}).prompt("Hi")
     request = mock_server.requests[0]
     assert request.headers["authorization"] == f"Bearer {secret}"
     assert secret not in repr(request) and "<redacted>" in repr(request)
+    assert "tok-very-secret" not in repr(request)

@@ -87,7 +87,6 @@ class Client:
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
         self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
         self._sleeper = sleeper
-        self._on_event = on_event
         native_providers = [p._native(name) for name, p in self._providers.items()]
         self._native = _native.NativeClient(
             native_providers, self._connect_timeout, _emitter(on_event)
@@ -112,7 +111,7 @@ class Client:
         system: str | None,
         max_tokens: int | None,
         temperature: float | None,
-    ) -> dict[str, Any]:
+    ) -> tuple[Any, ...]:
         if provider is None:
             chain = list(range(len(self._names)))
         else:
@@ -141,28 +140,27 @@ class Client:
             raise ConfigurationError(f"retry must be a RetryPolicy, got {policy!r}")
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
         sleeper = getattr(sleeper, "_native_clock", sleeper)
-        return {
-            "messages": _messages(prompt),
-            "chain": chain,
-            "policy": policy._native(),
-            "timeout": self._timeout
-            if timeout is None
-            else seconds("timeout", timeout, positive=True),
-            "deadline": (
-                self._deadline if deadline is None else seconds("deadline", deadline, positive=True)
-            ),
-            "sleeper": sleeper,
-            "model": model,
-            "system": system,
-            "max_tokens": None
-            if max_tokens is None
-            else count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1),
-            "temperature": (
-                None
-                if temperature is None
-                else number("temperature", temperature, low=0.0, high=100.0)
-            ),
-        }
+        if timeout is not None:
+            timeout = seconds("timeout", timeout, positive=True)
+        if deadline is not None:
+            deadline = seconds("deadline", deadline, positive=True)
+        if max_tokens is not None:
+            max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
+        if temperature is not None:
+            temperature = number("temperature", temperature, low=0.0, high=100.0)
+        # Positional, in the order _native.NativeClient.prompt unpacks them.
+        return (
+            _messages(prompt),
+            chain,
+            policy._native(),
+            self._timeout if timeout is None else timeout,
+            self._deadline if deadline is None else deadline,
+            sleeper,
+            model,
+            system,
+            max_tokens,
+            temperature,
+        )
 
     def prompt(
         self,
@@ -185,7 +183,7 @@ class Client:
         args = self._call_args(
             prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
         )
-        return Response(self._native.prompt(**args))
+        return Response(self._native.prompt(args))
 
     async def prompt_async(
         self,
@@ -205,4 +203,4 @@ class Client:
         args = self._call_args(
             prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
         )
-        return Response(await self._native.prompt_async(**args))
+        return Response(await self._native.prompt_async(args))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ._models import _attempts
 from ._record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
@@ -104,7 +103,8 @@ class CallFailed(Record):
 def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], None]:
     """The callable the native engine reports to: builds the event, logs it
     (INFO for what happens, DEBUG for why), then hands it to ``on_event``.
-    A failing hook is logged, never raised."""
+    A hook's ordinary exception is logged and the call goes on; a
+    BaseException (KeyboardInterrupt, SystemExit) propagates and ends it."""
 
     def emit(kind: str, payload: tuple[Any, ...]) -> None:
         # Imported here, on the first event, to keep `import failover` cheap.
@@ -137,10 +137,10 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
                 "leaving %s because %s: %s", event.from_provider, event.reason, event.error
             )
         else:
-            call_id, error, attempts, reason = payload
-            event = CallFailed(call_id, error, _attempts(attempts), reason)
+            call_id, error, reason = payload
+            event = CallFailed(call_id, error, error.attempts, reason)
             logger.info(
-                "call failed after %d attempt(s): %s [call %s]", len(attempts), error, call_id
+                "call failed after %d attempt(s): %s [call %s]", len(error.attempts), error, call_id
             )
             logger.debug("raising %s because %s", type(error).__name__, reason)
         if on_event is not None:

@@ -27,8 +27,10 @@ def retry_after(headers: Headers, body: Any = None, now: float | None = None) ->
     items = headers.items() if isinstance(headers, Mapping) else headers
     # Raw ASGI and HTTP libraries hand headers over as bytes.
     pairs = [(_text(k), _text(v)) for k, v in items]
-    if now is not None and (not isinstance(now, (int, float)) or isinstance(now, bool)):
-        raise TypeError(f"now must be Unix seconds (a number), got {now!r}")
+    if now is not None and (
+        not isinstance(now, (int, float)) or isinstance(now, bool) or not 0 <= now < 1e11
+    ):
+        raise TypeError(f"now must be Unix seconds (a finite number >= 0), got {now!r}")
     text: str | None
     if body is None or isinstance(body, str):
         text = body

@@ -29,32 +29,8 @@ class NativeClient:
         connect_timeout: float,
         emit: Callable[[str, tuple[Any, ...]], None],
     ) -> NativeClient: ...
-    def prompt(
-        self,
-        messages: list[Any],
-        chain: list[int],
-        policy: _PolicyTuple | tuple[Any, ...],
-        timeout: float,
-        deadline: float | None,
-        sleeper: Any,
-        model: object = None,
-        system: object = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> tuple[Any, ...]: ...
-    def prompt_async(
-        self,
-        messages: list[Any],
-        chain: list[int],
-        policy: _PolicyTuple | tuple[Any, ...],
-        timeout: float,
-        deadline: float | None,
-        sleeper: Any,
-        model: object = None,
-        system: object = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Awaitable[tuple[Any, ...]]: ...
+    def prompt(self, args: tuple[Any, ...]) -> tuple[Any, ...]: ...
+    def prompt_async(self, args: tuple[Any, ...]) -> Awaitable[tuple[Any, ...]]: ...
 
 @final
 class VirtualClock:

@@ -6,8 +6,9 @@ threads, and is checked once, when it is made.
 
 from __future__ import annotations
 
-from ._checks import count, number, seconds
+from ._checks import MAX_SECONDS, count, number, seconds
 from ._exceptions import ConfigurationError
+from ._record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 
@@ -15,18 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class _Frozen:
-    __slots__ = ()
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable; make a new one")
-
-    def _set(self, **fields: Any) -> None:
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-
-class Backoff(_Frozen):
+class Backoff(Record):
     """Exponential backoff: ``min(initial * multiplier**n, max) * (1 - jitter * U[0,1))``."""
 
     __slots__ = ("initial", "multiplier", "max", "jitter")
@@ -42,7 +32,7 @@ class Backoff(_Frozen):
         max: float = 8.0,
         jitter: float = 0.25,
     ) -> None:
-        self._set(
+        self._init(
             initial=seconds("initial", initial),
             multiplier=number("multiplier", multiplier, low=1.0, high=100.0),
             max=seconds("max", max),
@@ -52,23 +42,8 @@ class Backoff(_Frozen):
     def _tuple(self) -> tuple[float, float, float, float]:
         return (self.initial, self.multiplier, self.max, self.jitter)
 
-    def __repr__(self) -> str:
-        return (
-            f"Backoff(initial={self.initial}, multiplier={self.multiplier}, "
-            f"max={self.max}, jitter={self.jitter})"
-        )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Backoff) and self._tuple() == other._tuple()
-
-    def __hash__(self) -> int:
-        return hash(self._tuple())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Backoff, self._tuple())
-
-
-class RetryPolicy(_Frozen):
+class RetryPolicy(Record):
     """When to wait and retry the same provider, and when to fail over.
 
     "Last" means no other provider remains to fail over to. A server-hinted
@@ -105,7 +80,7 @@ class RetryPolicy(_Frozen):
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
-        self._set(
+        self._init(
             max_retries=count("max_retries", max_retries),
             max_retries_last=count("max_retries_last", max_retries_last),
             max_retry_after=seconds("max_retry_after", max_retry_after),
@@ -126,11 +101,19 @@ class RetryPolicy(_Frozen):
             max_interval,
         )
         # What the engine receives, built once: policies are reused per call.
-        self._set(_preset=preset, _max_interval=max_interval, _wire=wire)
+        self._init(_preset=preset, _max_interval=max_interval, _wire=wire)
 
     @classmethod
     def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
-        policy = cls()
+        """A preset, showing the numbers it really uses (the engine holds the
+        same ones; presets are exact reproductions, not tunable)."""
+        if name == "laravel":
+            policy = cls(1, 1, 10.0, 10.0)
+        elif name == "openai":
+            policy = cls(2, 2, 120.0, 120.0, Backoff(0.5, 2.0, 8.0, 0.25))
+        else:  # ruby_llm: faraday-retry's max_interval bounds header waits and backoff
+            bound = MAX_SECONDS if max_interval is None else max_interval
+            policy = cls(3, 3, bound, bound, Backoff(0.1, 2.0, bound, 0.5))
         policy._finish(name, max_interval)
         return policy
 

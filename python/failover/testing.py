@@ -97,14 +97,12 @@ class RecordedRequest:
 
     def __repr__(self) -> str:
         # The client sent real credentials; a repr must not show them.
-        shown = {k: "<redacted>" if k in _SECRET_HEADERS else v for k, v in self.headers.items()}
+        secret = _native.is_credential_header
+        shown = {k: "<redacted>" if secret(k) else v for k, v in self.headers.items()}
         return (
             f"RecordedRequest(method={self.method!r}, path={self.path!r}, headers={shown!r}, "
             f"body=<{len(self.body)} bytes>)"
         )
-
-
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 
 
 def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
