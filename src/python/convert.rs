@@ -33,25 +33,26 @@ pub fn exceptions_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, 
 
 /// A `failover.ConfigurationError` (also a `ValueError`).
 pub fn configuration_error(message: impl Into<String>) -> PyErr {
-    let message = message.into();
-    Python::attach(|py| {
-        match exceptions_attr(py, "ConfigurationError").and_then(|c| c.call1((&message,))) {
-            Ok(error) => PyErr::from_value(error),
-            Err(e) => e,
-        }
-    })
+    failover_exception("ConfigurationError", message.into())
 }
 
 /// A bare `failover.FailoverError` for what should never happen (a panic,
 /// a lost task): typed like every other failure, never a PanicException.
 pub fn internal_error(what: impl std::fmt::Display) -> PyErr {
-    let message = format!("internal error in failover: {what}");
-    Python::attach(|py| {
-        match exceptions_attr(py, "FailoverError").and_then(|c| c.call1((&message,))) {
+    failover_exception(
+        "FailoverError",
+        format!("internal error in failover: {what}"),
+    )
+}
+
+/// An instance of a `failover._exceptions` class, as a `PyErr`.
+fn failover_exception(class: &str, message: String) -> PyErr {
+    Python::attach(
+        |py| match exceptions_attr(py, class).and_then(|c| c.call1((&message,))) {
             Ok(error) => PyErr::from_value(error),
             Err(e) => e,
-        }
-    })
+        },
+    )
 }
 
 /// Seconds from Python as a `Duration`, refusing what no clock can hold.
