@@ -6,8 +6,10 @@
 
 use serde_json::Value;
 
-/// Why an attempt failed. Decides whether it is retried and whether the call
-/// may fail over to the next provider.
+use super::hints::Headers;
+
+/// Why an attempt failed. Decides whether it is retried; whether the call
+/// may fail over is the policy's `stop_on` (DESIGN §3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     RateLimited,
@@ -17,11 +19,26 @@ pub enum ErrorKind {
     Connection,
     InsufficientCredits,
     Auth,
+    NotFound,
     TooLarge,
     BadRequest,
 }
 
 impl ErrorKind {
+    /// Every kind, in the order of the classification table.
+    pub const ALL: [ErrorKind; 10] = [
+        Self::RateLimited,
+        Self::Overloaded,
+        Self::ServerError,
+        Self::Timeout,
+        Self::Connection,
+        Self::InsufficientCredits,
+        Self::Auth,
+        Self::NotFound,
+        Self::TooLarge,
+        Self::BadRequest,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::RateLimited => "rate_limited",
@@ -31,9 +48,15 @@ impl ErrorKind {
             Self::Connection => "connection",
             Self::InsufficientCredits => "insufficient_credits",
             Self::Auth => "auth",
+            Self::NotFound => "not_found",
             Self::TooLarge => "too_large",
             Self::BadRequest => "bad_request",
         }
+    }
+
+    /// The kind named `name` (as [`as_str`](Self::as_str) spells it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// Transient: worth another attempt at the same provider.
@@ -48,9 +71,69 @@ impl ErrorKind {
         )
     }
 
-    /// Another provider may succeed where this one failed.
-    pub const fn fails_over(self) -> bool {
-        self.retryable() || matches!(self, Self::InsufficientCredits | Self::TooLarge)
+    const fn bit(self) -> u16 {
+        1 << self as u16
+    }
+}
+
+/// A set of [`ErrorKind`]s: the policy's `stop_on`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KindSet(u16);
+
+impl KindSet {
+    pub const EMPTY: KindSet = KindSet(0);
+
+    pub const fn of(kinds: &[ErrorKind]) -> Self {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < kinds.len() {
+            bits |= kinds[i].bit();
+            i += 1;
+        }
+        Self(bits)
+    }
+
+    pub const fn contains(self, kind: ErrorKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = ErrorKind> {
+        ErrorKind::ALL
+            .into_iter()
+            .filter(move |k| self.contains(*k))
+    }
+}
+
+impl FromIterator<ErrorKind> for KindSet {
+    fn from_iter<I: IntoIterator<Item = ErrorKind>>(iter: I) -> Self {
+        Self(iter.into_iter().fold(0, |bits, k| bits | k.bit()))
+    }
+}
+
+/// One failed attempt, as the transport and the wire format saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub kind: ErrorKind,
+    /// The HTTP status, when a response arrived.
+    pub status: Option<u16>,
+    pub headers: Headers,
+    /// The response body as text (lossy), when there was one.
+    pub body: Option<String>,
+    pub message: String,
+    pub request_id: Option<String>,
+}
+
+impl Failure {
+    /// A failure with no response (timeout, connection, local error).
+    pub fn without_response(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            status: None,
+            headers: Headers::new(),
+            body: None,
+            message: message.into(),
+            request_id: None,
+        }
     }
 }
 
@@ -138,7 +221,9 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
     if status == 401 || status == 403 {
         return ErrorKind::Auth;
     }
-    if has_code("context_length_exceeded")
+    if status == 413
+        || has_code("context_length_exceeded")
+        || has_code("request_too_large")
         || says("context length")
         || says("context window")
         || says("prompt is too long")
@@ -161,12 +246,18 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
     if overloaded.contains(&status) {
         return ErrorKind::Overloaded;
     }
-    // 3xx: failover never follows redirects (a key must not travel to
-    // another host), so a redirect is a misconfigured base_url.
-    if (300..500).contains(&status) {
-        return ErrorKind::BadRequest;
+    match status {
+        404 => ErrorKind::NotFound,
+        // A 408 is the server saying it gave up waiting for the request.
+        408 => ErrorKind::Timeout,
+        // 409 (retried by openai-python) and 425 Too Early (RFC 8470) are
+        // transient: another attempt may well succeed.
+        409 | 425 => ErrorKind::ServerError,
+        // 3xx: failover never follows redirects (a key must not travel to
+        // another host), so a redirect is a misconfigured base_url.
+        300..=499 => ErrorKind::BadRequest,
+        _ => ErrorKind::ServerError,
     }
-    ErrorKind::ServerError
 }
 
 #[cfg(test)]
@@ -204,8 +295,30 @@ mod tests {
             ServerError
         );
         assert_eq!(kind(501, "oops"), ServerError);
-        // A 408 is an answer, not a silence: a bad request (presets may retry it).
-        assert_eq!(kind(408, ""), BadRequest);
+        // The server gave up waiting for the request: a timeout, retried.
+        assert_eq!(kind(408, ""), Timeout);
+        assert_eq!(kind(409, ""), ServerError);
+        assert_eq!(kind(425, ""), ServerError);
+        assert_eq!(kind(600, ""), ServerError);
+        assert_eq!(kind(999, ""), ServerError);
+        assert_eq!(
+            kind(
+                404,
+                r#"{"error":{"message":"The model `gpt-9` does not exist"}}"#
+            ),
+            NotFound
+        );
+        assert_eq!(
+            kind(413, "<html>413 Request Entity Too Large</html>"),
+            TooLarge
+        );
+        assert_eq!(
+            kind(
+                413,
+                r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}"#
+            ),
+            TooLarge
+        );
         assert_eq!(kind(307, ""), BadRequest);
         assert_eq!(kind(402, ""), InsufficientCredits);
         assert_eq!(
@@ -259,7 +372,7 @@ mod tests {
             ),
             TooLarge
         );
-        for s in [400, 404, 413, 422] {
+        for s in [400, 405, 410, 422, 451] {
             assert_eq!(kind(s, r#"{"error":"nope"}"#), BadRequest, "{s}");
         }
     }
@@ -305,15 +418,23 @@ mod tests {
     }
 
     #[test]
-    fn retry_and_failover_columns() {
+    fn retryable_column_and_kind_names() {
         for k in [RateLimited, Overloaded, ServerError, Timeout, Connection] {
-            assert!(k.retryable() && k.fails_over(), "{k:?}");
+            assert!(k.retryable(), "{k:?}");
         }
-        for k in [InsufficientCredits, TooLarge] {
-            assert!(!k.retryable() && k.fails_over(), "{k:?}");
+        for k in [InsufficientCredits, Auth, NotFound, TooLarge, BadRequest] {
+            assert!(!k.retryable(), "{k:?}");
         }
-        for k in [Auth, BadRequest] {
-            assert!(!k.retryable() && !k.fails_over(), "{k:?}");
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::parse(k.as_str()), Some(k));
         }
+        assert_eq!(ErrorKind::parse("Auth"), None);
+        let set = KindSet::of(&[Auth, BadRequest]);
+        assert!(set.contains(Auth) && set.contains(BadRequest) && !set.contains(NotFound));
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![Auth, BadRequest]);
+        assert_eq!(
+            [NotFound].into_iter().collect::<KindSet>(),
+            KindSet::of(&[NotFound])
+        );
     }
 }

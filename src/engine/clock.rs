@@ -99,6 +99,16 @@ impl ManualClock {
         self.lock().sleeps.clear();
     }
 
+    /// One call's view of this clock, for calls that run side by side.
+    pub fn for_call(&self) -> ManualCallClock {
+        let start = self.now();
+        ManualCallClock {
+            shared: self.clone(),
+            start,
+            own: Mutex::new(start),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ManualState> {
         // A panic elsewhere cannot leave this state half-written: recover it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -129,5 +139,71 @@ impl Clock for ManualClock {
         state.sleeps.push(duration);
         state.elapsed = state.elapsed.saturating_add(duration);
         Box::pin(std::future::ready(()))
+    }
+}
+
+/// One call's time on a shared [`ManualClock`]. Concurrent calls sleep side
+/// by side under real time, so each call's deadline counts only its own
+/// sleeps (ten calls that each wait 3 s fit a 10 s deadline), while the
+/// shared clock shows the latest time any call has reached. Wall time (for
+/// HTTP-dates and reset times) is read on the shared clock.
+#[derive(Debug)]
+pub struct ManualCallClock {
+    shared: ManualClock,
+    start: Duration,
+    /// Where this call's own timeline is: `start` plus its sleeps.
+    own: Mutex<Duration>,
+}
+
+impl Clock for ManualCallClock {
+    fn now(&self) -> Duration {
+        *self.own.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wall(&self) -> SystemTime {
+        self.shared.wall()
+    }
+
+    fn sleep(&self, duration: Duration) -> SleepFuture {
+        let reached = {
+            let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
+            *own = own.saturating_add(duration);
+            *own
+        };
+        let mut state = self.shared.lock();
+        state.sleeps.push(duration);
+        state.elapsed = state.elapsed.max(reached);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn calls_side_by_side_count_only_their_own_sleeps() {
+        let shared = ManualClock::starting_at(UNIX_EPOCH + secs(1_000));
+        let calls: Vec<_> = (0..10).map(|_| shared.for_call()).collect();
+        for call in &calls {
+            assert_eq!(call.now(), Duration::ZERO);
+            drop(call.sleep(secs(3)));
+            assert_eq!(call.now(), secs(3), "a call sees only its own sleeps");
+        }
+        // Ten sleeps recorded; the shared clock is at the latest time reached.
+        assert_eq!(shared.sleeps(), vec![secs(3); 10]);
+        assert_eq!(shared.now(), secs(3));
+        assert_eq!(calls[0].wall(), UNIX_EPOCH + secs(1_003));
+        drop(calls[1].sleep(secs(2)));
+        assert_eq!(shared.now(), secs(5));
+        // A call that starts later starts at the shared clock's time.
+        let late = shared.for_call();
+        assert_eq!(late.now(), secs(5));
+        drop(late.sleep(secs(1)));
+        assert_eq!((late.now(), shared.now()), (secs(6), secs(6)));
     }
 }

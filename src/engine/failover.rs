@@ -4,37 +4,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::classify::ErrorKind;
+use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
-use super::hints::Headers;
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
-
-/// One failed attempt, as the transport and the wire format saw it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
-    pub kind: ErrorKind,
-    /// The HTTP status, when a response arrived.
-    pub status: Option<u16>,
-    pub headers: Headers,
-    /// The response body as text (lossy), when there was one.
-    pub body: Option<String>,
-    pub message: String,
-    pub request_id: Option<String>,
-}
-
-impl Failure {
-    /// A failure with no response (timeout, connection, local error).
-    pub fn without_response(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            status: None,
-            headers: Headers::new(),
-            body: None,
-            message: message.into(),
-            request_id: None,
-        }
-    }
-}
 
 /// A provider taking part in one call: what the engine needs of it.
 #[derive(Clone, Copy, Debug)]
@@ -258,7 +230,7 @@ where
                         "a {:.3}s wait would end past the deadline",
                         wait.as_secs_f64()
                     );
-                    (failure.kind.fails_over(), why)
+                    (spec.policy.fails_over(failure.kind), why)
                 }
                 Decision::GiveUp { fail_over, .. } => (fail_over, reason),
             };
@@ -276,7 +248,7 @@ where
             let reason = if fail_over {
                 format!("{reason}; no provider left to fail over to")
             } else {
-                format!("{reason}; {} does not fail over", failure.kind.as_str())
+                format!("{reason}; the call ends without failing over")
             };
             return Err(fail(CallError::Provider(left(failure)), attempts, reason));
         }
@@ -465,10 +437,33 @@ mod tests {
         assert!(matches!(&e.error, CallError::Provider(p) if p.provider == 0));
         assert_eq!(
             e.reason,
-            "bad_request is not retried; bad_request does not fail over"
+            "bad_request is in stop_on; the call ends without failing over"
         );
         assert_eq!(o.calls.len(), 1);
         assert!(o.events.is_empty());
+    }
+
+    #[test]
+    fn auth_and_not_found_fail_over_unless_named_in_stop_on() {
+        for (kind, status) in [(Auth, 401), (NotFound, 404)] {
+            let o = run_script(
+                2,
+                RetryPolicy::default(),
+                None,
+                vec![err(kind, Some(status), &[]), Ok("b")],
+            );
+            assert_eq!(o.result.unwrap().provider, 1, "{kind:?}");
+            assert_eq!(failed_over(&o.events), vec![(0, 1)]);
+            let strict = RetryPolicy {
+                stop_on: crate::engine::KindSet::of(&[BadRequest, Auth, NotFound]),
+                ..RetryPolicy::default()
+            };
+            let o = run_script(2, strict, None, vec![err(kind, Some(status), &[])]);
+            assert!(
+                matches!(o.result.unwrap_err().error, CallError::Provider(p) if p.provider == 0)
+            );
+            assert_eq!(o.calls.len(), 1, "the second provider is never called");
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Server wait hints: response headers and bodies -> `Option<Duration>`.
 //!
-//! Every parser here is total: malformed, negative, infinite, NaN or
-//! overflowing input is "no hint" (`None`), never a panic and never a wait
-//! that cannot be represented.
+//! Every parser here is total: malformed, negative, infinite or NaN input
+//! is "no hint" (`None`), never a panic. A well-formed wait longer than
+//! [`MAX_WAIT`] — however long, even too long to represent — counts as
+//! exactly [`MAX_WAIT`]: the provider asking for the longest wait must never
+//! be retried soonest (DESIGN §3.2).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,6 +52,11 @@ impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
     }
 }
 
+/// The longest wait any hint or option means: 1e9 s (about 31 years). Over
+/// every cap, and well inside what a `Duration` and an `f64` hold exactly.
+pub const MAX_SECONDS: f64 = 1e9;
+pub const MAX_WAIT: Duration = Duration::from_secs(1_000_000_000);
+
 /// `x-should-retry`: `Some(true)` / `Some(false)` for the exact words, else `None`.
 pub fn should_retry(headers: &Headers) -> Option<bool> {
     match headers.get("x-should-retry").map(str::trim) {
@@ -69,23 +76,24 @@ pub fn retry_after(headers: &Headers, body: Option<&str>, now: SystemTime) -> Op
     server_wait(headers, body, now)
 }
 
-/// The hinted wait, ignoring `x-should-retry`.
+/// The hinted wait, ignoring `x-should-retry`; at most [`MAX_WAIT`].
 pub fn server_wait(headers: &Headers, body: Option<&str>, now: SystemTime) -> Option<Duration> {
-    if let Some(wait) = headers.get("retry-after-ms").and_then(decimal_millis) {
-        return Some(wait);
-    }
-    if let Some(value) = headers.get("retry-after") {
-        if let Some(wait) = decimal_seconds(value).or_else(|| http_date_wait(value, now)) {
-            return Some(wait);
-        }
-    }
-    body.and_then(gemini_retry_delay)
+    let wait = headers
+        .get("retry-after-ms")
+        .and_then(decimal_millis)
+        .or_else(|| {
+            let value = headers.get("retry-after")?;
+            decimal_seconds(value).or_else(|| http_date_wait(value, now))
+        })
+        .or_else(|| body.and_then(gemini_retry_delay))
         .or_else(|| openai_reset(headers))
-        .or_else(|| anthropic_reset(headers, now))
+        .or_else(|| anthropic_reset(headers, now))?;
+    Some(wait.min(MAX_WAIT))
 }
 
 /// A non-negative decimal: digits, optionally a fraction (`1`, `1.5`, `.5`).
-/// Signs, exponents, `inf` and `nan` are rejected.
+/// Signs, exponents, `inf` and `nan` are rejected; so many digits that the
+/// value overflows an `f64` read as infinity (a wait, capped later).
 fn plain_decimal(value: &str) -> Option<f64> {
     let value = value.trim();
     let (int, frac) = value.split_once('.').unwrap_or((value, ""));
@@ -93,7 +101,16 @@ fn plain_decimal(value: &str) -> Option<f64> {
     if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) {
         return None;
     }
-    value.parse::<f64>().ok().filter(|v| v.is_finite())
+    value.parse::<f64>().ok().filter(|v| !v.is_nan())
+}
+
+/// A well-formed wait in seconds, at most [`MAX_WAIT`]; `None` when negative
+/// or NaN.
+pub fn wait_secs(value: f64) -> Option<Duration> {
+    if value.is_nan() || value < 0.0 {
+        return None;
+    }
+    Some(secs(value.min(MAX_SECONDS)).unwrap_or(MAX_WAIT))
 }
 
 /// Seconds as a `Duration`, or `None` when negative, not finite or too large.
@@ -105,11 +122,11 @@ pub fn secs(value: f64) -> Option<Duration> {
 }
 
 pub fn decimal_seconds(value: &str) -> Option<Duration> {
-    plain_decimal(value).and_then(secs)
+    plain_decimal(value).and_then(wait_secs)
 }
 
 pub fn decimal_millis(value: &str) -> Option<Duration> {
-    plain_decimal(value).and_then(|ms| secs(ms / 1000.0))
+    plain_decimal(value).and_then(|ms| wait_secs(ms / 1000.0))
 }
 
 /// An HTTP-date (IMF-fixdate, RFC 850 or asctime): the time until it, 0 if past.
@@ -194,7 +211,7 @@ pub fn go_duration(value: &str) -> Option<Duration> {
         rest = &rest[unit_len..];
         total += number * scale;
     }
-    secs(total)
+    wait_secs(total)
 }
 
 /// An RFC 3339 timestamp: `2025-06-01T12:00:30Z`, `...30.5+02:00`.
@@ -368,25 +385,42 @@ mod tests {
     #[test]
     fn retry_after_malformed_values_are_no_hint() {
         for bad in [
-            "",
-            " ",
-            "-1",
-            "+1",
-            "inf",
-            "nan",
-            "NaN",
-            "1e3",
-            "abc",
-            "1.2.3",
-            "1,5",
-            "0x10",
-            "99999999999999999999999999999",
+            "", " ", "-1", "+1", "inf", "nan", "NaN", "1e3", "abc", "1.2.3", "1,5", "0x10",
         ] {
             assert_eq!(wait(&[("retry-after", bad)]), None, "{bad:?}");
             assert_eq!(wait(&[("retry-after-ms", bad)]), None, "{bad:?}");
         }
-        // Too large for a Duration: no hint, no panic.
-        assert_eq!(wait(&[("retry-after", &"9".repeat(400))]), None);
+    }
+
+    #[test]
+    fn absurdly_long_waits_count_as_max_wait() {
+        let max = Some(MAX_WAIT);
+        assert_eq!(MAX_WAIT.as_secs_f64(), MAX_SECONDS);
+        // Too large for a Duration, or even for an f64: still the longest wait.
+        for huge in [
+            "99999999999999999999",
+            "99999999999999999999999999999",
+            "1000000001",
+        ] {
+            assert_eq!(wait(&[("retry-after", huge)]), max, "{huge:?}");
+        }
+        assert_eq!(wait(&[("retry-after", &"9".repeat(400))]), max);
+        assert_eq!(wait(&[("retry-after-ms", &"9".repeat(400))]), max);
+        assert_eq!(wait(&[("retry-after", "1000000000")]), max);
+        assert_eq!(
+            wait(&[("retry-after", "999999999")]),
+            Some(Duration::from_secs(999_999_999))
+        );
+        // A date far in the future, a Go duration and a Gemini delay alike.
+        let far = [("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")];
+        assert_eq!(server_wait(&h(&far), None, at(1_750_000_000)), max);
+        let go = [
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "99999999999999999999h"),
+        ];
+        assert_eq!(wait(&go), max);
+        let body = r#"{"error":{"details":[{"retryDelay":"99999999999999999999999s"}]}}"#;
+        assert_eq!(server_wait(&Headers::new(), Some(body), at(0)), max);
     }
 
     #[test]

@@ -8,10 +8,10 @@ pub mod failover;
 pub mod hints;
 pub mod policy;
 
-pub use classify::{classify_status, ErrorKind};
-pub use clock::{Clock, ManualClock, TokioClock};
+pub use classify::{classify_status, ErrorKind, Failure, KindSet};
+pub use clock::{Clock, ManualCallClock, ManualClock, TokioClock};
 pub use failover::{
-    run, Answer, AttemptRecord, CallError, CallFailure, CallSpec, Event, Failure, ProviderFailure,
+    run, Answer, AttemptRecord, CallError, CallFailure, CallSpec, Event, ProviderFailure,
     ProviderSlot, Success,
 };
 pub use hints::Headers;

@@ -5,8 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::classify::ErrorKind;
-use super::failover::Failure;
+use super::classify::{ErrorKind, Failure, KindSet};
 use super::hints::{self, secs};
 
 /// Exponential backoff with jitter:
@@ -70,8 +69,15 @@ pub struct RetryPolicy {
     /// The longest server-hinted wait worth sleeping on the last provider.
     pub max_retry_after_last: Duration,
     pub backoff: Backoff,
+    /// The kinds that end a call at once: no retry, no failover. Every
+    /// other kind fails over once this provider is given up on.
+    pub stop_on: KindSet,
     pub preset: Preset,
 }
+
+/// Only a request that is wrong in itself ends a call by default: a bad key
+/// or a missing model belongs to one provider, and the next has its own.
+pub const DEFAULT_STOP_ON: KindSet = KindSet::of(&[ErrorKind::BadRequest]);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -81,6 +87,7 @@ impl Default for RetryPolicy {
             max_retry_after: Duration::from_secs(10),
             max_retry_after_last: Duration::from_secs(60),
             backoff: Backoff::default(),
+            stop_on: DEFAULT_STOP_ON,
             preset: Preset::Default,
         }
     }
@@ -144,9 +151,14 @@ impl<'a> Situation<'a> {
 
 impl RetryPolicy {
     pub fn laravel() -> Self {
+        use ErrorKind::*;
         Self {
             max_retries: 1,
             max_retries_last: 1,
+            // laravel/ai fails over on 429, overloaded, credits and connection
+            // errors only (its status rule in `decide_laravel` is exact; this
+            // set is that rule by kind).
+            stop_on: KindSet::of(&[ServerError, Auth, NotFound, TooLarge, BadRequest]),
             preset: Preset::Laravel,
             ..Self::default()
         }
@@ -192,6 +204,12 @@ impl RetryPolicy {
         }
     }
 
+    /// Whether a failure of `kind` moves the call to the next provider once
+    /// this one is given up on.
+    pub fn fails_over(&self, kind: ErrorKind) -> bool {
+        !self.stop_on.contains(kind)
+    }
+
     fn retry_limit(&self, is_last: bool) -> u32 {
         if is_last {
             self.max_retries_last
@@ -203,8 +221,11 @@ impl RetryPolicy {
     fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         let f = s.failure;
         let hint = s.hint;
-        let fail_over = f.kind.fails_over();
-        let give_up = |cooldown, reason: String| Verdict::give_up(fail_over, cooldown, reason);
+        if self.stop_on.contains(f.kind) {
+            let reason = format!("{} is in stop_on", f.kind.as_str());
+            return Verdict::give_up(false, hint, reason);
+        }
+        let give_up = |cooldown, reason: String| Verdict::give_up(true, cooldown, reason);
         if !f.kind.retryable() {
             return give_up(hint, format!("{} is not retried", f.kind.as_str()));
         }
@@ -280,11 +301,10 @@ impl RetryPolicy {
                 return Verdict::retry(Duration::from_secs(wait), reason);
             }
         }
-        let fail_over = busy
-            || matches!(
-                f.kind,
-                ErrorKind::InsufficientCredits | ErrorKind::Connection | ErrorKind::Timeout
-            );
+        // A 408 is a status, not a lost connection: laravel raises it.
+        let no_response =
+            f.status.is_none() && matches!(f.kind, ErrorKind::Connection | ErrorKind::Timeout);
+        let fail_over = busy || no_response || f.kind == ErrorKind::InsufficientCredits;
         let reason = if !busy {
             "laravel: only a 429 or an overloaded status is retried"
         } else if s.retries_done >= self.max_retries {
@@ -300,7 +320,7 @@ impl RetryPolicy {
         const RETRY_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
         let f = s.failure;
         let give_up = |reason: &str| {
-            Verdict::give_up(f.kind.fails_over(), None, format!("ruby_llm: {reason}"))
+            Verdict::give_up(self.fails_over(f.kind), None, format!("ruby_llm: {reason}"))
         };
         let retried_kind = matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection)
             || f.status.is_some_and(|st| RETRY_STATUSES.contains(&st));
@@ -341,8 +361,9 @@ impl RetryPolicy {
     fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         const MAX_HINT_SECS: f64 = 120.0;
         let f = s.failure;
-        let give_up =
-            |reason: &str| Verdict::give_up(f.kind.fails_over(), None, format!("openai: {reason}"));
+        let give_up = |reason: &str| {
+            Verdict::give_up(self.fails_over(f.kind), None, format!("openai: {reason}"))
+        };
         if s.retries_done >= self.max_retries {
             return give_up("2 retries used");
         }
@@ -630,10 +651,14 @@ mod tests {
                 cooldown: Some(Duration::from_secs(1))
             }
         );
-        assert_eq!(
-            decide(&p, &failure(Auth, Some(401), &[]), 0, false, 0.0),
-            raise()
-        );
+        // Auth and not-found belong to one provider: they fail over by default.
+        for (kind, status) in [(Auth, 401), (NotFound, 404)] {
+            assert_eq!(
+                decide(&p, &failure(kind, Some(status), &[]), 0, false, 0.0),
+                fail_over(),
+                "{kind:?}"
+            );
+        }
         assert_eq!(
             decide(
                 &p,
@@ -660,6 +685,52 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn stop_on_ends_the_call_without_retry_or_failover() {
+        let strict = RetryPolicy {
+            stop_on: KindSet::of(&[BadRequest, Auth, NotFound]),
+            ..RetryPolicy::default()
+        };
+        for (kind, status) in [(Auth, 401), (NotFound, 404), (BadRequest, 400)] {
+            assert_eq!(
+                decide(&strict, &failure(kind, Some(status), &[]), 0, false, 0.0),
+                raise(),
+                "{kind:?}"
+            );
+        }
+        // Even a retryable kind is neither retried nor failed over when named.
+        let no_rate_limits = RetryPolicy {
+            stop_on: KindSet::of(&[RateLimited]),
+            ..RetryPolicy::default()
+        };
+        let f = failure(RateLimited, Some(429), &[("retry-after", "1")]);
+        assert_eq!(
+            decide(&no_rate_limits, &f, 0, true, 0.0),
+            Decision::GiveUp {
+                fail_over: false,
+                cooldown: Some(Duration::from_secs(1))
+            }
+        );
+        // An empty set lets even a 400 fail over.
+        let lenient = RetryPolicy {
+            stop_on: KindSet::EMPTY,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(
+            decide(
+                &lenient,
+                &failure(BadRequest, Some(400), &[]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        assert!(lenient.fails_over(BadRequest));
+        assert!(RetryPolicy::default().fails_over(Auth));
+        assert!(!RetryPolicy::default().fails_over(BadRequest));
     }
 
     #[test]
@@ -725,6 +796,19 @@ mod tests {
         );
         assert_eq!(
             decide(&p, &failure(TooLarge, Some(400), &[]), 0, false, 0.0),
+            raise()
+        );
+        // A 408 answer is a status laravel raises; a silent provider fails over.
+        assert_eq!(
+            decide(&p, &failure(Timeout, Some(408), &[]), 0, false, 0.0),
+            raise()
+        );
+        assert_eq!(
+            decide(&p, &failure(Timeout, None, &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(Auth, Some(401), &[]), 0, false, 0.0),
             raise()
         );
     }
@@ -884,8 +968,14 @@ mod tests {
                 "{status}"
             );
         }
+        // Not retried; once openai gives up, a 404 fails over (default
+        // stop_on) while a 400 ends the call.
         assert_eq!(
-            decide(&p, &failure(BadRequest, Some(404), &[]), 0, false, 0.0),
+            decide(&p, &failure(NotFound, Some(404), &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(BadRequest, Some(400), &[]), 0, false, 0.0),
             raise()
         );
         assert_eq!(
