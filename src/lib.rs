@@ -4,6 +4,7 @@
 //! to the wire; [`mock`] is the scripted test server; `python` holds the pyo3
 //! bindings, compiled only with the `python` feature that maturin enables.
 
+pub mod conversation;
 pub mod engine;
 pub mod http;
 pub mod mock;

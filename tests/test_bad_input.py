@@ -65,10 +65,9 @@ def test_a_body_cut_short_is_a_server_error(mock_server, call):
 
 
 @pytest.mark.parametrize(
-    "value",
-    ["1e308", "9" * 400, "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT", "1" * 5000],
+    "value", ["1e308", "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT", "1_000", "0x10"]
 )
-def test_absurd_retry_after_values_are_no_hint(mock_server, backup_server, call, value):
+def test_malformed_retry_after_values_are_no_hint(mock_server, backup_server, call, value):
     mock_server.push(429, headers={"retry-after": value, "retry-after-ms": value})
     backup_server.push_text("backup")
     sleeper = FakeSleeper()
@@ -86,13 +85,40 @@ def test_absurd_retry_after_values_are_no_hint(mock_server, backup_server, call,
     assert left.reason == "no wait hint; rate_limited fails over at once"
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["99999999999999999999", "9" * 400, "1" * 5000, "1000000001", "Fri, 31 Dec 9999 23:59:59 GMT"],
+)
+def test_an_absurdly_long_wait_counts_as_1e9_seconds_and_fails_over(
+    mock_server, backup_server, call, value
+):
+    # Read as "no hint" before, so the provider asking for the longest wait
+    # was backed off 0.5 s and hit again: the soonest retry of all.
+    mock_server.push(429, headers={"retry-after": value})
+    backup_server.push_text("backup")
+    sleeper = FakeSleeper()
+    events: list[object] = []
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        sleeper=sleeper,
+        on_event=events.append,
+    )
+    assert call(client).provider == "b"
+    sleeper.assert_never_slept()
+    [left] = [e for e in events if isinstance(e, failover.FailedOver)]
+    assert left.error.retry_after == 1e9
+    assert "over the 10s cap" in left.reason
+    assert failover.retry_after({"retry-after": value}) == 1e9
+
+
 def test_a_huge_hint_on_the_last_provider_is_raised_not_slept(mock_server, call):
-    mock_server.push(429, headers={"retry-after": "99999999999"})
+    mock_server.push(429, headers={"retry-after": "99999999999999999999"})
     sleeper = FakeSleeper()
     client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
     with pytest.raises(failover.RateLimited) as info:
         call(client)
-    assert info.value.retry_after == 99999999999.0
+    assert info.value.retry_after == 1e9
+    assert len(mock_server.requests) == 1, "never retried"
     sleeper.assert_never_slept()
 
 

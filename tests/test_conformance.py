@@ -245,8 +245,8 @@ EXPECTED_ERRORS: dict[str, tuple[type[failover.ProviderError], float | None, str
         7.0,
         "retry-after: 7",
     ),
-    # Groq 404 model_not_found -> a plain bad request.
-    "groq/test_tool_regular_error.yaml#0": (failover.BadRequest, None, "404 model_not_found"),
+    # Groq 404 model_not_found -> ModelNotFound (a BadRequest that fails over).
+    "groq/test_tool_regular_error.yaml#0": (failover.ModelNotFound, None, "404 model_not_found"),
     # Mistral 429 rate_limited code 1300; its x-ratelimit-*-minute headers are not reset hints.
     "mistral/chat_real_error_scenarios_mistral_mistral-small-latest_handles_context_length_"
     "exceeded_errors.yml#0": (failover.RateLimited, None, "Mistral 429"),

@@ -18,6 +18,8 @@ from failover.testing import FakeSleeper, MockServer
 
 from conftest import KEY, openai
 
+SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
+
 
 def test_redirects_are_not_followed_so_keys_stay_home(mock_server, backup_server, call):
     target = f"{backup_server.url}/chat/completions"
@@ -115,15 +117,19 @@ def test_async_events_run_on_the_loop_in_the_callers_context(mock_server):
     assert [e for e in seen] == [(loop_thread, True, "req-42")] * 3  # 2 retries + CallFailed
 
 
-def test_408_is_a_bad_request_that_only_the_openai_preset_retries(mock_server, call):
-    mock_server.push(408)
-    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper())
-    with pytest.raises(failover.BadRequest) as info:
-        call(client)
-    assert not isinstance(info.value, TimeoutError)
+def test_408_is_a_timeout_retried_on_the_last_provider(mock_server, call):
+    # DESIGN §3.1 revised: the server gave up waiting for the request.
     mock_server.push(408)
     mock_server.push_text("ok")
-    assert call(client, retry=failover.RetryPolicy.openai()).text == "ok"
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    assert call(client).text == "ok"
+    assert len(sleeper.sleeps) == 1
+    mock_server.push(408)
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ProviderTimeout) as info:
+        call(client)
+    assert isinstance(info.value, TimeoutError) and info.value.status == 408
 
 
 def test_keys_do_not_leak_escaped_in_headers_or_in_urls(mock_server, caplog):
@@ -149,7 +155,7 @@ def test_keys_do_not_leak_escaped_in_headers_or_in_urls(mock_server, caplog):
 
 
 def test_absurd_hints_are_none_for_the_caller_too(mock_server):
-    for value in ["1e308", "9" * 400, "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT"]:
+    for value in ["1e308", "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT"]:
         assert failover.retry_after({"retry-after": value, "retry-after-ms": value}) is None
         mock_server.push(429, headers={"retry-after": value})
         client = failover.Client(
@@ -272,12 +278,12 @@ def test_every_decision_is_explained_at_debug(mock_server, backup_server, caplog
     assert debug == [
         "retrying a because the provider asked for 1.000s, within the 10s cap",
         "leaving a because the retry limit on this provider (1) is reached: a returned 429",
-        "raising AuthenticationError because auth is not retried; auth does not fail over",
+        "raising AuthenticationError because auth is not retried; no provider left to fail over to",
     ]
     assert [getattr(e, "reason", None) for e in events] == [
         "the provider asked for 1.000s, within the 10s cap",
         "the retry limit on this provider (1) is reached",
-        "auth is not retried; auth does not fail over",
+        "auth is not retried; no provider left to fail over to",
     ]
 
 
@@ -383,11 +389,28 @@ def test_an_async_sleeper_on_a_sync_call_is_a_configuration_error(mock_server):
     async def sleeper(seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    mock_server.push(503, headers={"retry-after": "2"})
-    mock_server.push_text("too early")
     client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
     with pytest.raises(failover.ConfigurationError, match="prompt_async"):
         client.prompt("Hi")
+    # Found before any request is spent (DESIGN: checked when given).
+    assert mock_server.requests == []
+    # A callable object whose __call__ is async, and a partial of one, too.
+    import functools
+
+    class AsyncSleeper:
+        async def __call__(self, seconds: float) -> None:
+            await asyncio.sleep(seconds)
+
+    for odd in (AsyncSleeper(), functools.partial(sleeper)):
+        with pytest.raises(failover.ConfigurationError, match="prompt_async"):
+            failover.Client({"a": openai(mock_server)}, sleeper=odd).prompt("Hi")
+    assert mock_server.requests == []
+    # A plain function that returns an awaitable is still caught after it runs.
+    mock_server.push(503, headers={"retry-after": "2"})
+    mock_server.push_text("too early")
+    sneaky = failover.Client({"a": openai(mock_server)}, sleeper=lambda s: sleeper(s))
+    with pytest.raises(failover.ConfigurationError, match="prompt_async"):
+        sneaky.prompt("Hi")
     assert len(mock_server.requests) == 1, "no retry without the wait"
 
 

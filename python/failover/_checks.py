@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 from ._exceptions import ConfigurationError
+from ._native import MAX_SECONDS as MAX_SECONDS
 
-#: Longer than any wait or timeout anyone means (about 31 years), and well
-#: inside what the engine's clock can hold.
-MAX_SECONDS = 1e9
+# MAX_SECONDS (1e9, about 31 years) is the engine's: longer than any wait or
+# timeout anyone means, and the value an absurd Retry-After counts as.
+
 #: More retries than any policy should make on one provider in one call.
 MAX_RETRIES = 1000
 
@@ -54,3 +55,21 @@ def header_text(what: str, value: object) -> str:
     if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
         raise ConfigurationError(f"{what} must be a str without line breaks or NUL")
     return value
+
+
+#: code.co_flags bits of ``async def`` functions and async generators.
+_ASYNC_CODE_FLAGS = 0x0080 | 0x0200
+
+
+def is_async_callable(obj: object) -> bool:
+    """Whether calling ``obj`` gives an awaitable for sure (an ``async def``
+    function or method, a partial of one, or an object whose ``__call__`` is
+    one); read from code flags, so no ``inspect`` import."""
+    while hasattr(obj, "func") and hasattr(obj, "args"):  # functools.partial
+        obj = obj.func
+    for candidate in (obj, getattr(type(obj), "__call__", None)):  # noqa: B004
+        function = getattr(candidate, "__func__", candidate)
+        code = getattr(function, "__code__", None)
+        if code is not None and code.co_flags & _ASYNC_CODE_FLAGS:
+            return True
+    return False

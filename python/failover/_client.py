@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from . import _native, _sleep
-from ._checks import count, number, seconds
-from ._events import _emitter
+from ._checks import count, is_async_callable, number, seconds
+from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response
 from ._policy import RetryPolicy
-from ._providers import Provider
+from ._providers import Provider, _display_url
+from ._seam import CallArgs, TransportSpec
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
-if TYPE_CHECKING:
-    from typing import Any, Union
-
-    from ._events import EventHook
-
-    Prompt = Union[str, Sequence[Mapping[str, Any]]]
+#: A prompt: a string (one user message) or a list of message dicts.
+Prompt = Union[str, Sequence[Mapping[str, Any]]]
+#: A sleeper: a ``failover.testing.FakeSleeper`` or any callable taking seconds.
+Sleeper = Callable[[float], object]
 
 _DEFAULT_POLICY = RetryPolicy()
+#: More idle connections per host than anyone means.
+_MAX_IDLE_CONNECTIONS = 100_000
 
 
 def _messages(prompt: Prompt) -> list[Any]:
@@ -31,11 +31,39 @@ def _messages(prompt: Prompt) -> list[Any]:
         raise ConfigurationError(
             f"prompt must be a str or a list of message dicts, got {type(prompt).__name__}"
         )
-    messages = list(prompt)
-    for m in messages:
-        if not isinstance(m, Mapping) or "role" not in m:
-            raise ConfigurationError(f"each message must be a dict with a 'role', got {m!r}")
-    return [m if isinstance(m, dict) else dict(m) for m in messages]
+    # Checked (roles, content) by the native side, before any request.
+    return [dict(m) if isinstance(m, Mapping) and not isinstance(m, dict) else m for m in prompt]
+
+
+def _checked_proxy(proxy: object) -> Optional[str]:
+    if proxy is None:
+        return None
+    if not isinstance(proxy, str):
+        raise ConfigurationError(f"proxy must be a URL (a str) or None, got {proxy!r}")
+    if proxy.lower().startswith("socks"):
+        raise ConfigurationError(
+            "socks proxies are not supported: use an http:// or https:// proxy"
+        )
+    problem = _native.check_base_url(proxy)
+    if problem is not None:
+        raise ConfigurationError(
+            f"proxy must be an http(s) URL; {_display_url(proxy)!r} is not: {problem}"
+        )
+    return proxy
+
+
+def _checked_verify(verify: object) -> Union[bool, str]:
+    if isinstance(verify, bool):
+        return verify
+    import os
+
+    if isinstance(verify, (str, os.PathLike)):
+        path = os.fspath(verify)
+        if isinstance(path, str) and path:
+            return path
+    raise ConfigurationError(
+        f"verify must be True, False or the path of a PEM CA bundle, got {verify!r}"
+    )
 
 
 class Client:
@@ -48,6 +76,15 @@ class Client:
     Rust; a ``failover.testing.FakeSleeper`` or any callable taking seconds
     replaces it. ``on_event`` receives RetryScheduled, FailedOver and
     CallFailed events.
+
+    Transport: ``proxy`` (an http(s) URL; default: the usual proxy environment
+    variables), ``verify`` (``True``, ``False`` or the path of a PEM CA
+    bundle), ``http2`` (offered over TLS), ``max_idle_connections`` (kept per
+    host; ``None``: no limit).
+
+    A client holds a connection pool: ``close()`` it, or use it as a context
+    manager (``with`` or ``async with``). It is safe to share between threads
+    and tasks.
     """
 
     def __init__(
@@ -57,9 +94,13 @@ class Client:
         retry: RetryPolicy = _DEFAULT_POLICY,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
-        deadline: float | None = None,
-        sleeper: Any = None,
-        on_event: EventHook | None = None,
+        deadline: Optional[float] = None,
+        sleeper: Optional[Sleeper] = None,
+        on_event: Optional[EventHook] = None,
+        proxy: Optional[str] = None,
+        verify: Union[bool, str] = True,
+        http2: bool = True,
+        max_idle_connections: Optional[int] = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -79,6 +120,21 @@ class Client:
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
         if sleeper is not None and not callable(sleeper):
             raise ConfigurationError("sleeper must be None, a FakeSleeper or a callable")
+        if on_event is not None and not callable(on_event):
+            raise ConfigurationError(
+                f"on_event must be a callable taking one event, got {on_event!r}"
+            )
+        if on_event is not None and is_async_callable(on_event):
+            raise ConfigurationError(
+                "on_event must be a plain function: it is called, never awaited "
+                "(from an async hook, schedule the work with loop.create_task)"
+            )
+        if not isinstance(http2, bool):
+            raise ConfigurationError(f"http2 must be True or False, got {http2!r}")
+        if max_idle_connections is not None:
+            max_idle_connections = count(
+                "max_idle_connections", max_idle_connections, maximum=_MAX_IDLE_CONNECTIONS
+            )
         self._providers = dict(providers)
         self._names = list(self._providers)
         self._index = {name: i for i, name in enumerate(self._names)}
@@ -87,31 +143,70 @@ class Client:
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
         self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
         self._sleeper = sleeper
-        native_providers = [p._native(name) for name, p in self._providers.items()]
+        self._proxy = _checked_proxy(proxy)
+        transport = TransportSpec(
+            connect_timeout=self._connect_timeout,
+            proxy=self._proxy,
+            verify=_checked_verify(verify),
+            http2=http2,
+            max_idle_connections=max_idle_connections,
+        )
+        specs = [p._spec(name) for name, p in self._providers.items()]
         self._native = _native.NativeClient(
-            native_providers, self._connect_timeout, _emitter(on_event)
+            providers=specs, transport=transport, emit=_emitter(on_event)
         )
 
     def __repr__(self) -> str:
         chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._providers.items())
-        return f"Client(providers={{{chain}}}, retry={self._retry!r}, timeout={self._timeout})"
+        extra = ""
+        if self._proxy is not None:
+            extra += f", proxy={_display_url(self._proxy)!r}"
+        if self.is_closed:
+            extra += ", closed"
+        return (
+            f"Client(providers={{{chain}}}, retry={self._retry!r}, timeout={self._timeout}, "
+            f"connect_timeout={self._connect_timeout}, deadline={self._deadline}{extra})"
+        )
 
     @property
     def providers(self) -> dict[str, Provider]:
         return dict(self._providers)
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return bool(self._native.is_closed)
+
+    def close(self) -> None:
+        """Releases the connection pool. Calls in flight finish; a later call
+        raises ``FailoverError``. Closing twice is harmless."""
+        self._native.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _call_args(
         self,
         prompt: Prompt,
-        provider: str | Sequence[str] | None,
-        model: str | None,
-        timeout: float | None,
-        deadline: float | None,
-        retry: RetryPolicy | None,
-        system: str | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> tuple[Any, ...]:
+        provider: Union[str, Sequence[str], None],
+        model: Optional[str],
+        timeout: Optional[float],
+        deadline: Optional[float],
+        retry: Optional[RetryPolicy],
+        system: Optional[str],
+        max_tokens: Optional[int],
+        temperature: Optional[float],
+        is_async: bool,
+    ) -> CallArgs:
         if provider is None:
             chain = list(range(len(self._names)))
         else:
@@ -139,7 +234,14 @@ class Client:
         if not isinstance(policy, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {policy!r}")
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
-        sleeper = getattr(sleeper, "_native_clock", sleeper)
+        native_clock = getattr(sleeper, "_native_clock", None)
+        if native_clock is not None:
+            sleeper = native_clock
+        elif sleeper is not None and not is_async and is_async_callable(sleeper):
+            raise ConfigurationError(
+                "the sleeper is an async function, which a sync call cannot await: "
+                "use a plain function, or call prompt_async()"
+            )
         if timeout is not None:
             timeout = seconds("timeout", timeout, positive=True)
         if deadline is not None:
@@ -148,40 +250,49 @@ class Client:
             max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
         if temperature is not None:
             temperature = number("temperature", temperature, low=0.0, high=100.0)
-        # Positional, in the order _native.NativeClient.prompt unpacks them.
-        return (
-            _messages(prompt),
-            chain,
-            policy._native(),
-            self._timeout if timeout is None else timeout,
-            self._deadline if deadline is None else deadline,
-            sleeper,
-            model,
-            system,
-            max_tokens,
-            temperature,
+        return CallArgs(
+            messages=_messages(prompt),
+            chain=chain,
+            policy=policy._native(),
+            timeout=self._timeout if timeout is None else timeout,
+            deadline=self._deadline if deadline is None else deadline,
+            sleeper=sleeper,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
         )
 
     def prompt(
         self,
         prompt: Prompt,
         *,
-        provider: str | Sequence[str] | None = None,
-        model: str | None = None,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-        retry: RetryPolicy | None = None,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
         Raises the last provider's error when every provider failed, or at once
-        an error that no other provider could fix (a bad request, a bad key).
+        an error that no other provider could fix (a bad request, or a kind the
+        policy's ``stop_on`` names).
         """
         args = self._call_args(
-            prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
+            prompt,
+            provider,
+            model,
+            timeout,
+            deadline,
+            retry,
+            system,
+            max_tokens,
+            temperature,
+            is_async=False,
         )
         return Response(self._native.prompt(args))
 
@@ -189,18 +300,27 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: str | Sequence[str] | None = None,
-        model: str | None = None,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-        retry: RetryPolicy | None = None,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
         args = self._call_args(
-            prompt, provider, model, timeout, deadline, retry, system, max_tokens, temperature
+            prompt,
+            provider,
+            model,
+            timeout,
+            deadline,
+            retry,
+            system,
+            max_tokens,
+            temperature,
+            is_async=True,
         )
         return Response(await self._native.prompt_async(args))

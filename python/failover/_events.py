@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional, Union
+
 from ._record import Record
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Union
-
     from ._exceptions import FailoverError, ProviderError
     from ._models import Attempt
-
-    Event = Union["RetryScheduled", "FailedOver", "CallFailed"]
-    EventHook = Callable[[Event], object]
 
 
 class RetryScheduled(Record):
@@ -100,20 +97,30 @@ class CallFailed(Record):
         self._init(call_id=call_id, error=error, attempts=attempts, reason=reason)
 
 
-def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], None]:
+#: What ``on_event`` receives.
+Event = Union[RetryScheduled, FailedOver, CallFailed]
+#: ``Client(on_event=...)``: called with each event.
+EventHook = Callable[[Event], object]
+
+#: Kinds whose failover is logged at WARNING: a broken key or a missing model
+#: must not hide behind a successful answer from the next provider.
+_LOUD_KINDS = frozenset({"auth", "not_found"})
+
+
+def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], None]:
     """The callable the native engine reports to: builds the event, logs it
     (INFO for what happens, DEBUG for why), then hands it to ``on_event``.
     A hook's ordinary exception is logged and the call goes on; a
     BaseException (KeyboardInterrupt, SystemExit) propagates and ends it."""
 
-    def emit(kind: str, payload: tuple[Any, ...]) -> None:
+    def emit(kind: str, fields: dict[str, Any]) -> None:
         # Imported here, on the first event, to keep `import failover` cheap.
         import logging
 
         logger = logging.getLogger("failover")
         event: Event
         if kind == "RetryScheduled":
-            event = RetryScheduled(*payload)
+            event = RetryScheduled(**fields)
             logger.info(
                 "retrying %s in %.3fs after %s (status %s, attempt %d) [call %s]",
                 event.provider,
@@ -125,19 +132,22 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, tuple[Any, ...]], Non
             )
             logger.debug("retrying %s because %s", event.provider, event.reason)
         elif kind == "FailedOver":
-            event = FailedOver(*payload)
-            logger.info(
-                "failing over from %s to %s after %s [call %s]",
+            event = FailedOver(**fields)
+            level = logging.WARNING if event.error.kind in _LOUD_KINDS else logging.INFO
+            logger.log(
+                level,
+                "failing over from %s to %s after %s: %s [call %s]",
                 event.from_provider,
                 event.to_provider,
                 event.error.kind,
+                event.error,
                 event.call_id,
             )
             logger.debug(
                 "leaving %s because %s: %s", event.from_provider, event.reason, event.error
             )
         else:
-            call_id, error, reason = payload
+            call_id, error, reason = fields["call_id"], fields["error"], fields["reason"]
             event = CallFailed(call_id, error, error.attempts, reason)
             logger.info(
                 "call failed after %d attempt(s): %s [call %s]", len(error.attempts), error, call_id

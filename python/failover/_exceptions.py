@@ -14,7 +14,8 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
         ├── InsufficientCredits
         ├── AuthenticationError
         ├── BadRequest
-        │   └── ContextLengthExceeded
+        │   ├── ContextLengthExceeded
+        │   └── ModelNotFound
         └── ProviderConnectionError
             └── ProviderTimeout (also TimeoutError)
 """
@@ -38,6 +39,7 @@ __all__ = [
     "DeadlineExceeded",
     "FailoverError",
     "InsufficientCredits",
+    "ModelNotFound",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderOverloaded",
@@ -147,7 +149,9 @@ class InsufficientCredits(ProviderError):
 
 
 class AuthenticationError(ProviderError):
-    """401, 403, or a 400 that says the key is invalid."""
+    """401, 403, or a 400 that says the key is invalid. Fails over by default
+    (another provider has its own key), logged at WARNING; name ``"auth"`` in
+    ``RetryPolicy(stop_on=...)`` to end the call instead."""
 
     kind = "auth"
 
@@ -159,9 +163,18 @@ class BadRequest(ProviderError):
 
 
 class ContextLengthExceeded(BadRequest):
-    """The request is too large for the model; another model may take it."""
+    """The request is too large for the model (``context_length_exceeded``,
+    a 413); another model may take it, so it fails over."""
 
     kind = "too_large"
+
+
+class ModelNotFound(BadRequest):
+    """A 404: this provider has no such model or deployment. Fails over by
+    default (another provider has its own models), logged at WARNING; name
+    ``"not_found"`` in ``RetryPolicy(stop_on=...)`` to end the call instead."""
+
+    kind = "not_found"
 
 
 class ProviderConnectionError(ProviderError):
@@ -171,7 +184,8 @@ class ProviderConnectionError(ProviderError):
 
 
 class ProviderTimeout(ProviderConnectionError, TimeoutError):
-    """No response within the attempt's timeout."""
+    """No connection within ``connect_timeout``, no response within the
+    attempt's timeout, or a 408 (the server gave up waiting)."""
 
     kind = "timeout"
 
@@ -186,31 +200,44 @@ _BY_KIND: dict[str, type[ProviderError]] = {
         AuthenticationError,
         BadRequest,
         ContextLengthExceeded,
+        ModelNotFound,
         ProviderConnectionError,
         ProviderTimeout,
     )
 }
 
 
-def _provider_error(kind: str, message: str, info: dict[str, Any]) -> ProviderError:
+def _provider_error(
+    *,
+    kind: str,
+    message: str,
+    provider: str,
+    model: str,
+    status: int | None,
+    request_id: str | None,
+    retry_after: float | None,
+    body: str | None,
+    attempts: list[Any] | None,
+) -> ProviderError:
     """Called by the native module to build the exception for a failed attempt."""
     cls = _BY_KIND.get(kind, ProviderError)
     return cls(
         message,
-        provider=info.get("provider"),
-        model=info.get("model"),
-        status=info.get("status"),
-        request_id=info.get("request_id"),
-        retry_after=info.get("retry_after"),
-        body=info.get("body"),
+        provider=provider,
+        model=model,
+        status=status,
+        request_id=request_id,
+        retry_after=retry_after,
+        body=body,
         kind=kind,
-        attempts=_attempts(info.get("attempts") or ()),
+        attempts=_attempts(attempts or ()),
     )
 
 
 def _deadline_error(
+    *,
     deadline: float,
-    attempts: list[tuple[Any, ...]],
+    attempts: list[Any],
     cause: ProviderError | None,
     call_id: str,
 ) -> DeadlineExceeded:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
 
 from . import _native
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
-if TYPE_CHECKING:
-    from typing import Any, Union
-
-    Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
+#: Response headers: a mapping, or (name, value) pairs; names case-insensitive.
+Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
 
 
-def retry_after(headers: Headers, body: Any = None, now: float | None = None) -> float | None:
+def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None) -> Optional[float]:
     """Seconds the response asks to wait, or ``None`` when it gives no usable hint.
 
     Reads ``retry-after-ms``, ``retry-after`` (seconds or an HTTP-date), Gemini's
@@ -24,9 +21,21 @@ def retry_after(headers: Headers, body: Any = None, now: float | None = None) ->
     ``headers``: a mapping or a list of pairs, names case-insensitive.
     ``body``: bytes, str or parsed JSON. ``now``: Unix seconds (default: now).
     """
-    items = headers.items() if isinstance(headers, Mapping) else headers
+    if isinstance(headers, Mapping):
+        items: Iterable[Any] = headers.items()
+    elif isinstance(headers, Iterable) and not isinstance(headers, (str, bytes)):
+        items = headers
+    else:
+        raise TypeError(
+            "headers must be a mapping or a list of (name, value) pairs, "
+            f"got {type(headers).__name__}"
+        )
     # Raw ASGI and HTTP libraries hand headers over as bytes.
-    pairs = [(_text(k), _text(v)) for k, v in items]
+    pairs = []
+    for item in items:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"headers must be (name, value) pairs, got {item!r}")
+        pairs.append((_text(item[0]), _text(item[1])))
     if now is not None and (
         not isinstance(now, (int, float)) or isinstance(now, bool) or not 0 <= now < 1e11
     ):

@@ -79,7 +79,10 @@ class Attempt(Record):
 
 
 def _attempts(raw: Any) -> tuple[Attempt, ...]:
-    return tuple(Attempt(*a) for a in raw)
+    """``_native.AttemptData`` objects -> ``Attempt`` values."""
+    return tuple(
+        Attempt(a.provider, a.status, a.kind, a.waited, a.duration, a.skipped) for a in raw
+    )
 
 
 class Response:
@@ -109,20 +112,23 @@ class Response:
     request_id: str | None
     call_id: str
 
-    def __init__(self, native: tuple[Any, ...]) -> None:
-        (
-            self.text,
-            self.provider,
-            self.model,
-            self.finish_reason,
-            usage,
-            attempts,
-            self.request_id,
-            self._raw_body,
-            self.call_id,
-        ) = native
-        self.usage = Usage(*usage)
-        self.attempts = _attempts(attempts)
+    def __init__(self, data: Any) -> None:
+        """Built from the engine's ``_native.ResponseData``."""
+        self.text = data.text
+        self.provider = data.provider
+        self.model = data.model
+        self.finish_reason = data.finish_reason
+        self.usage = Usage(
+            data.input_tokens,
+            data.output_tokens,
+            data.cache_read_tokens,
+            data.cache_write_tokens,
+            data.reasoning_tokens,
+        )
+        self.attempts = _attempts(data.attempts)
+        self.request_id = data.request_id
+        self._raw_body = data.raw
+        self.call_id = data.call_id
         self._raw_json: Any = None
 
     @property

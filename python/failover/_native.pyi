@@ -1,36 +1,114 @@
 # Stubs for the private native module (hand-written, checked by stubtest).
+# The seam: failover._seam's classes go in (read by attribute), the classes
+# below come out.
 from collections.abc import Awaitable, Callable
 from typing import Any, final
 
+from ._seam import CallArgs, ProviderSpec, TransportSpec
+
 __all__ = [
+    "MAX_SECONDS",
+    "AttemptData",
     "NativeClient",
     "NativeMockServer",
+    "NativePolicy",
+    "ResponseData",
     "VirtualClock",
     "__version__",
+    "check_base_url",
+    "check_header",
     "is_credential_header",
     "retry_after",
 ]
 
 __version__: str
+MAX_SECONDS: float
 
 def retry_after(
     headers: list[tuple[str, str]], body: str | None = None, now: float | None = None
 ) -> float | None: ...
 def is_credential_header(name: str) -> bool: ...
+def check_base_url(url: str) -> str | None: ...
+def check_header(name: str, value: str) -> str | None: ...
 
-_ProviderTuple = tuple[str, str, str, str, str | None, list[tuple[str, str]], list[int], str]
-_PolicyTuple = tuple[str, int, int, float, float, tuple[float, float, float, float], float | None]
+@final
+class NativePolicy:
+    def __new__(
+        cls,
+        *,
+        preset: str,
+        max_retries: int,
+        max_retries_last: int,
+        max_retry_after: float,
+        max_retry_after_last: float,
+        backoff_initial: float,
+        backoff_multiplier: float,
+        backoff_max: float,
+        backoff_jitter: float,
+        max_interval: float | None,
+        stop_on: list[str],
+    ) -> NativePolicy: ...
+    @property
+    def stop_on(self) -> list[str]: ...
+
+@final
+class AttemptData:
+    @property
+    def provider(self) -> str: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def waited(self) -> float: ...
+    @property
+    def duration(self) -> float: ...
+    @property
+    def skipped(self) -> str | None: ...
+
+@final
+class ResponseData:
+    @property
+    def text(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def cache_read_tokens(self) -> int | None: ...
+    @property
+    def cache_write_tokens(self) -> int | None: ...
+    @property
+    def reasoning_tokens(self) -> int | None: ...
+    @property
+    def attempts(self) -> list[AttemptData]: ...
+    @property
+    def request_id(self) -> str | None: ...
+    @property
+    def raw(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
 
 @final
 class NativeClient:
     def __new__(
         cls,
-        providers: list[_ProviderTuple],
-        connect_timeout: float,
-        emit: Callable[[str, tuple[Any, ...]], None],
+        *,
+        providers: list[ProviderSpec],
+        transport: TransportSpec,
+        emit: Callable[[str, dict[str, Any]], None],
     ) -> NativeClient: ...
-    def prompt(self, args: tuple[Any, ...]) -> tuple[Any, ...]: ...
-    def prompt_async(self, args: tuple[Any, ...]) -> Awaitable[tuple[Any, ...]]: ...
+    def prompt(self, args: CallArgs) -> ResponseData: ...
+    def prompt_async(self, args: CallArgs) -> Awaitable[ResponseData]: ...
+    def close(self) -> None: ...
+    @property
+    def is_closed(self) -> bool: ...
 
 @final
 class VirtualClock:

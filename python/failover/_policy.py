@@ -6,14 +6,52 @@ threads, and is checked once, when it is made.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from . import _native
 from ._checks import MAX_SECONDS, count, number, seconds
 from ._exceptions import ConfigurationError
 from ._record import Record
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
+#: The error kinds, as ``ProviderError.kind`` and ``Attempt.kind`` spell them.
+KINDS = (
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "timeout",
+    "connection",
+    "insufficient_credits",
+    "auth",
+    "not_found",
+    "too_large",
+    "bad_request",
+)
 
-if TYPE_CHECKING:
-    from typing import Any
+#: Only a request that is wrong in itself ends a call by default: a bad key or
+#: a missing model belongs to one provider, and the next has its own.
+DEFAULT_STOP_ON = frozenset({"bad_request"})
+
+
+def _stop_on(value: object) -> frozenset[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ConfigurationError(
+            f"stop_on must be a set of error kinds such as {{'bad_request', 'auth'}}, got {value!r}"
+        )
+    kinds = []
+    for kind in value:
+        named = getattr(kind, "kind", None)
+        if isinstance(kind, type) and isinstance(named, str):
+            raise ConfigurationError(
+                f"stop_on names kinds as strings, not exception classes: use "
+                f"{named!r} for {kind.__name__}"
+            )
+        if kind not in KINDS:
+            raise ConfigurationError(
+                f"stop_on: unknown error kind {kind!r}; the kinds are {', '.join(KINDS)}"
+            )
+        kinds.append(kind)
+    return frozenset(kinds)
 
 
 class Backoff(Record):
@@ -39,9 +77,6 @@ class Backoff(Record):
             jitter=number("jitter", jitter, low=0.0, high=1.0),
         )
 
-    def _tuple(self) -> tuple[float, float, float, float]:
-        return (self.initial, self.multiplier, self.max, self.jitter)
-
 
 class RetryPolicy(Record):
     """When to wait and retry the same provider, and when to fail over.
@@ -57,18 +92,21 @@ class RetryPolicy(Record):
         "max_retry_after",
         "max_retry_after_last",
         "backoff",
+        "stop_on",
         "_preset",
         "_max_interval",
-        "_wire",
+        "_native_policy",
     )
     max_retries: int
     max_retries_last: int
     max_retry_after: float
     max_retry_after_last: float
     backoff: Backoff
+    stop_on: frozenset[str]
+    """The error kinds that end a call at once: no retry, no failover."""
     _preset: str
-    _max_interval: float | None
-    _wire: tuple[Any, ...]
+    _max_interval: Optional[float]
+    _native_policy: _native.NativePolicy
 
     def __init__(
         self,
@@ -76,7 +114,8 @@ class RetryPolicy(Record):
         max_retries_last: int = 2,
         max_retry_after: float = 10.0,
         max_retry_after_last: float = 60.0,
-        backoff: Backoff | None = None,
+        backoff: Optional[Backoff] = None,
+        stop_on: Iterable[str] = DEFAULT_STOP_ON,
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
@@ -86,25 +125,36 @@ class RetryPolicy(Record):
             max_retry_after=seconds("max_retry_after", max_retry_after),
             max_retry_after_last=seconds("max_retry_after_last", max_retry_after_last),
             backoff=backoff if backoff is not None else Backoff(),
+            stop_on=_stop_on(stop_on),
         )
         self._finish("default", None)
 
-    def _finish(self, preset: str, max_interval: float | None) -> None:
+    def _finish(self, preset: str, max_interval: Optional[float]) -> None:
         b = self.backoff
-        wire = (
-            preset,
-            self.max_retries,
-            self.max_retries_last,
-            self.max_retry_after,
-            self.max_retry_after_last,
-            b._tuple(),
-            max_interval,
+        # What the engine receives, checked and built once: policies are
+        # reused by every call.
+        native = _native.NativePolicy(
+            preset=preset,
+            max_retries=self.max_retries,
+            max_retries_last=self.max_retries_last,
+            max_retry_after=self.max_retry_after,
+            max_retry_after_last=self.max_retry_after_last,
+            backoff_initial=b.initial,
+            backoff_multiplier=b.multiplier,
+            backoff_max=b.max,
+            backoff_jitter=b.jitter,
+            max_interval=max_interval,
+            stop_on=sorted(self.stop_on),
         )
-        # What the engine receives, built once: policies are reused per call.
-        self._init(_preset=preset, _max_interval=max_interval, _wire=wire)
+        self._init(
+            _preset=preset,
+            _max_interval=max_interval,
+            _native_policy=native,
+            stop_on=frozenset(native.stop_on),
+        )
 
     @classmethod
-    def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
+    def _make_preset(cls, name: str, max_interval: Optional[float] = None) -> RetryPolicy:
         """A preset, showing the numbers it really uses (the engine holds the
         same ones; presets are exact reproductions, not tunable)."""
         if name == "laravel":
@@ -125,7 +175,7 @@ class RetryPolicy(Record):
         return cls._make_preset("laravel")
 
     @classmethod
-    def ruby_llm(cls, max_interval: float | None = None) -> RetryPolicy:
+    def ruby_llm(cls, max_interval: Optional[float] = None) -> RetryPolicy:
         """ruby_llm 1.16 over faraday-retry 2.4: up to 3 retries, backoff
         ``min(0.1 * 2**n, max_interval) + U * 0.05``, the larger of the
         ``Retry-After``/``RateLimit-Reset`` wait and the backoff. ``None`` is
@@ -140,8 +190,8 @@ class RetryPolicy(Record):
         connection errors; server waits used when ``0 < v <= 120``."""
         return cls._make_preset("openai")
 
-    def _native(self) -> tuple[Any, ...]:
-        return self._wire
+    def _native(self) -> _native.NativePolicy:
+        return self._native_policy
 
     def __repr__(self) -> str:
         if self._preset == "ruby_llm":
@@ -152,14 +202,27 @@ class RetryPolicy(Record):
             f"RetryPolicy(max_retries={self.max_retries}, "
             f"max_retries_last={self.max_retries_last}, "
             f"max_retry_after={self.max_retry_after}, "
-            f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r})"
+            f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r}, "
+            f"stop_on={_set_repr(self.stop_on)})"
+        )
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self._preset,
+            self._max_interval,
+            self.max_retries,
+            self.max_retries_last,
+            self.max_retry_after,
+            self.max_retry_after_last,
+            self.backoff,
+            self.stop_on,
         )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RetryPolicy) and self._wire == other._wire
+        return isinstance(other, RetryPolicy) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._wire)
+        return hash(self._key())
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._preset != "default":
@@ -170,5 +233,11 @@ class RetryPolicy(Record):
             self.max_retry_after,
             self.max_retry_after_last,
             self.backoff,
+            self.stop_on,
         )
         return (RetryPolicy, args)
+
+
+def _set_repr(kinds: frozenset[str]) -> str:
+    # Sorted, so a repr is the same in every process.
+    return "{" + ", ".join(map(repr, sorted(kinds))) + "}" if kinds else "set()"

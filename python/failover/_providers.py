@@ -7,17 +7,17 @@ Client is built, unless given. It never appears in a repr.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar, Optional, Union
 
 from . import _native
 from ._checks import header_text
 from ._exceptions import ConfigurationError
+from ._seam import ProviderSpec
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any, ClassVar
+#: An API key: the key itself, or a callable returning it, called for each
+#: attempt (rotating Azure AD or Vertex tokens).
+ApiKey = Union[str, Callable[[], str]]
 
 #: Statuses that mean "overloaded" unless a provider says otherwise.
 DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
@@ -27,8 +27,8 @@ class Provider:
     """Base class of provider configurations."""
 
     wire: ClassVar[str] = "openai"
-    default_base_url: ClassVar[str | None] = None
-    env_var: ClassVar[str | None] = None
+    default_base_url: ClassVar[Optional[str]] = None
+    env_var: ClassVar[Optional[str]] = None
     key_required: ClassVar[bool] = True
     overloaded_statuses: tuple[int, ...] = DEFAULT_OVERLOADED_STATUSES
     max_tokens_field: ClassVar[str] = "max_tokens"
@@ -37,11 +37,11 @@ class Provider:
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        api_key: Optional[ApiKey] = None,
+        base_url: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Sequence[int] | None = None,
+        overloaded_statuses: Optional[Sequence[int]] = None,
     ) -> None:
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
@@ -51,14 +51,21 @@ class Provider:
             raise ConfigurationError(f"{owner} needs a base_url (a str)")
         if headers is not None and not isinstance(headers, Mapping):
             raise ConfigurationError(f"{owner} headers must be a mapping of str to str")
-        if api_key is not None and not isinstance(api_key, str):
-            raise ConfigurationError(f"{owner} api_key must be a str")
+        if api_key is not None and not isinstance(api_key, str) and not callable(api_key):
+            raise ConfigurationError(
+                f"{owner} api_key must be a str or a callable returning one, got "
+                f"{type(api_key).__name__}"
+            )
         self.model = model
         self.base_url = _checked_url(owner, url.rstrip("/"))
-        self.headers = {
-            header_text("a header name", k): header_text(f"header {k!r}", v)
-            for k, v in (headers or {}).items()
-        }
+        self.headers = {}
+        for k, v in (headers or {}).items():
+            name = header_text("a header name", k)
+            value = header_text(f"header {k!r}", v)
+            problem = _native.check_header(name, value)
+            if problem is not None:
+                raise ConfigurationError(f"{owner} headers: {problem}")
+            self.headers[name] = value
         self.allow_insecure = bool(allow_insecure)
         if overloaded_statuses is not None:
             statuses = tuple(overloaded_statuses)
@@ -69,9 +76,13 @@ class Provider:
         self._env_var = self.env_var
         self._key_required = self.key_required
 
-    def _resolve_key(self, name: str) -> str | None:
+    def _resolve_key(self, name: str) -> Optional[ApiKey]:
         """The key to send, checked; raises ConfigurationError naming what is missing."""
         key = self._api_key
+        if callable(key):
+            # Called for each attempt; what it returns is checked then.
+            self._check_secure(name)
+            return key
         if key is None and self._env_var:
             key = os.environ.get(self._env_var) or None
         if key is not None:
@@ -86,24 +97,29 @@ class Provider:
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
             )
-        sends_secret = key is not None or any(map(_native.is_credential_header, self.headers))
-        if sends_secret and not self.allow_insecure and not _safe_for_secrets(self.base_url):
+        if key is not None:
+            self._check_secure(name)
+        elif any(map(_native.is_credential_header, self.headers)):
+            self._check_secure(name)
+        return key
+
+    def _check_secure(self, name: str) -> None:
+        if not self.allow_insecure and not _safe_for_secrets(self.base_url):
             raise ConfigurationError(
                 f"provider {name!r} would send a credential over plain http to "
                 f"{_display_url(self.base_url)}; use https, or pass allow_insecure=True"
             )
-        return key
 
-    def _native(self, name: str) -> tuple[Any, ...]:
-        return (
-            name,
-            self.wire,
-            self.model,
-            self.base_url,
-            self._resolve_key(name),
-            list(self.headers.items()),
-            list(self.overloaded_statuses),
-            self.max_tokens_field,
+    def _spec(self, name: str) -> ProviderSpec:
+        return ProviderSpec(
+            name=name,
+            wire=self.wire,
+            model=self.model,
+            base_url=self.base_url,
+            api_key=self._resolve_key(name),
+            headers=list(self.headers.items()),
+            overloaded_statuses=list(self.overloaded_statuses),
+            max_tokens_field=self.max_tokens_field,
         )
 
     def __repr__(self) -> str:
@@ -112,16 +128,13 @@ class Provider:
 
 
 def _checked_url(owner: str, url: str) -> str:
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError on a malformed port
-    except ValueError as exc:
-        raise ConfigurationError(f"{owner} base_url is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """``url`` if the transport can use it, read exactly as the transport
+    will (so a bad one fails here, not at call time)."""
+    problem = _native.check_base_url(url)
+    if problem is not None:
         raise ConfigurationError(
-            f"{owner} base_url must be an http(s) URL with a host, got {_display_url(url)!r}"
+            f"{owner} base_url must be an http(s) URL with a host; "
+            f"{_display_url(url)!r} is not: {problem}"
         )
     return url
 
@@ -130,7 +143,10 @@ def _display_url(url: str) -> str:
     """``url`` without a user part or a query, either of which may hold a key."""
     from urllib.parse import urlsplit, urlunsplit
 
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -189,11 +205,11 @@ class OpenAICompatible(Provider):
         model: str,
         *,
         base_url: str,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        api_key: Optional[ApiKey] = None,
+        api_key_env: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Sequence[int] | None = None,
+        overloaded_statuses: Optional[Sequence[int]] = None,
     ) -> None:
         super().__init__(
             model,

@@ -104,7 +104,6 @@ impl ManualClock {
         let start = self.now();
         ManualCallClock {
             shared: self.clone(),
-            start,
             own: Mutex::new(start),
         }
     }
@@ -150,8 +149,8 @@ impl Clock for ManualClock {
 #[derive(Debug)]
 pub struct ManualCallClock {
     shared: ManualClock,
-    start: Duration,
-    /// Where this call's own timeline is: `start` plus its sleeps.
+    /// Where this call's own timeline is: the shared time when it started,
+    /// plus its own sleeps.
     own: Mutex<Duration>,
 }
 

@@ -35,26 +35,94 @@ pub trait Transport: Send + Sync {
     fn send<'a>(&'a self, request: &'a HttpRequest, timeout: Duration) -> SendFuture<'a>;
 }
 
+/// How a client reaches providers (DESIGN §2.2).
+#[derive(Clone, Debug)]
+pub struct TransportOptions {
+    pub connect_timeout: Duration,
+    /// Every request goes through this proxy; `None`: the usual proxy
+    /// environment variables (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
+    /// `NO_PROXY`) decide.
+    pub proxy: Option<String>,
+    pub verify: Verify,
+    /// Offer HTTP/2 (negotiated over TLS); `false`: HTTP/1.1 only.
+    pub http2: bool,
+    /// Idle connections kept per host; `None`: no limit.
+    pub max_idle_connections: Option<usize>,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            proxy: None,
+            verify: Verify::System,
+            http2: true,
+            max_idle_connections: None,
+        }
+    }
+}
+
+/// How server certificates are checked.
+#[derive(Clone, Debug)]
+pub enum Verify {
+    /// Against the system's trusted roots.
+    System,
+    /// Not at all (local development only).
+    Off,
+    /// Against these PEM roots only (a CA bundle file's contents).
+    CaBundle(Vec<u8>),
+}
+
 /// The reqwest transport.
 #[derive(Clone, Debug)]
 pub struct ReqwestTransport {
     client: reqwest::Client,
+    connect_timeout: Duration,
 }
 
 impl ReqwestTransport {
-    pub fn new(connect_timeout: Duration) -> Result<Self, String> {
+    /// Fails, with a message for the caller, on an option reqwest refuses.
+    pub fn new(options: &TransportOptions) -> Result<Self, String> {
         // reqwest is built without a default crypto provider; ring is ours.
         // Installing twice is harmless (the second call reports it was set).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
             // Following a redirect would carry the key to whatever host it names.
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("failover/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("failover/", env!("CARGO_PKG_VERSION")));
+        if let Some(url) = &options.proxy {
+            let proxy = reqwest::Proxy::all(url.as_str())
+                .map_err(|e| format!("proxy is not a usable proxy URL: {}", describe(&e)))?;
+            builder = builder.proxy(proxy);
+        }
+        builder = match &options.verify {
+            Verify::System => builder,
+            Verify::Off => builder.tls_danger_accept_invalid_certs(true),
+            Verify::CaBundle(pem) => {
+                let roots = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                    format!("verify: the CA bundle cannot be read: {}", describe(&e))
+                })?;
+                if roots.is_empty() {
+                    return Err("verify: the CA bundle holds no PEM certificate".into());
+                }
+                builder.tls_certs_only(roots)
+            }
+        };
+        if !options.http2 {
+            builder = builder.http1_only();
+        }
+        if let Some(max) = options.max_idle_connections {
+            builder = builder.pool_max_idle_per_host(max);
+        }
+        let client = builder
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            connect_timeout: options.connect_timeout,
+        })
     }
 
     async fn send_inner(&self, request: &HttpRequest) -> Result<HttpResponse, Failure> {
@@ -76,7 +144,7 @@ impl ReqwestTransport {
             .body(request.body.clone())
             .send()
             .await
-            .map_err(|e| Failure::without_response(kind_of(&e), describe(&e)))?;
+            .map_err(|e| self.send_failure(&e, &request.url))?;
         let status = response.status().as_u16();
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
@@ -97,13 +165,19 @@ impl ReqwestTransport {
                 }
                 Ok(None) => break,
                 Err(e) if e.is_timeout() => {
-                    return Err(Failure::without_response(ErrorKind::Timeout, describe(&e)));
+                    let host = host_of(&request.url);
+                    let message = format!("{host} stopped sending the response: {}", describe(&e));
+                    return Err(Failure::without_response(ErrorKind::Timeout, message));
                 }
                 Err(e) => {
                     return Err(truncated(
                         status,
                         headers,
-                        format!("response body cut short: {}", describe(&e)),
+                        format!(
+                            "the response body from {} was cut short: {}",
+                            host_of(&request.url),
+                            describe(&e)
+                        ),
                     ));
                 }
             }
@@ -129,6 +203,34 @@ fn truncated(status: u16, headers: Headers, message: String) -> Failure {
     }
 }
 
+impl ReqwestTransport {
+    /// A request that got no response, in words that name the host and
+    /// never the URL's path or query (which may carry a key).
+    fn send_failure(&self, error: &reqwest::Error, url: &str) -> Failure {
+        let host = host_of(url);
+        let (kind, message) = if error.is_timeout() && error.is_connect() {
+            let secs = self.connect_timeout.as_secs_f64();
+            let message = format!("no connection to {host} within {secs}s (connect_timeout)");
+            (ErrorKind::Timeout, message)
+        } else if error.is_timeout() {
+            (ErrorKind::Timeout, format!("no response from {host}"))
+        } else if error.is_builder() {
+            let message = format!("cannot send a request to {host}: {}", describe(error));
+            (ErrorKind::BadRequest, message)
+        } else if error.is_connect() {
+            let message = format!("cannot connect to {host}: {}", describe(error));
+            (ErrorKind::Connection, message)
+        } else {
+            let message = format!(
+                "the connection to {host} failed before a response: {}",
+                describe(error)
+            );
+            (ErrorKind::Connection, message)
+        };
+        Failure::without_response(kind, message)
+    }
+}
+
 impl Transport for ReqwestTransport {
     fn send<'a>(&'a self, request: &'a HttpRequest, timeout: Duration) -> SendFuture<'a> {
         Box::pin(async move {
@@ -136,20 +238,28 @@ impl Transport for ReqwestTransport {
                 Ok(result) => result,
                 Err(_) => Err(Failure::without_response(
                     ErrorKind::Timeout,
-                    format!("no response within {:.3}s", timeout.as_secs_f64()),
+                    format!(
+                        "no response from {} within {:.3}s",
+                        host_of(&request.url),
+                        timeout.as_secs_f64()
+                    ),
                 )),
             }
         })
     }
 }
 
-fn kind_of(error: &reqwest::Error) -> ErrorKind {
-    if error.is_timeout() && !error.is_connect() {
-        ErrorKind::Timeout
-    } else if error.is_builder() {
-        ErrorKind::BadRequest
-    } else {
-        ErrorKind::Connection
+/// `host:port` of a URL, for messages: never its user part, path or query.
+pub fn host_of(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let host = u.host_str().unwrap_or("?");
+            match u.port_or_known_default() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_string(),
+            }
+        }
+        Err(_) => "the provider's host".to_string(),
     }
 }
 

@@ -2,21 +2,22 @@
 
 use serde_json::{Map, Value};
 
-use super::{u64_at, ChatRequest, ChatResponse, ProviderConfig, Usage};
+use super::{u64_at, ChatRequest, ChatResponse, Usage};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 pub const API_VERSION: &str = "2023-06-01";
 
-type Parts = (String, Value, Vec<(String, String)>, Vec<(String, String)>);
+/// The endpoint path, the body and the wire's own headers.
+type Parts = (String, Value, Vec<(String, String)>);
 
-pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     // System prompts travel beside the messages, not among them.
     let mut system: Vec<String> = request.system.iter().cloned().collect();
     let mut messages = Vec::with_capacity(request.messages.len());
     for m in &request.messages {
         match (m.get("role").and_then(Value::as_str), m.get("content")) {
-            (Some("system"), Some(Value::String(s))) => system.push(s.clone()),
+            (Some("system" | "developer"), Some(Value::String(s))) => system.push(s.clone()),
             _ => messages.push(m.clone()),
         }
     }
@@ -33,12 +34,13 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
-    let secret = match &provider.api_key {
-        Some(key) => vec![("x-api-key".to_string(), key.clone())],
-        None => Vec::new(),
-    };
     let headers = vec![("anthropic-version".to_string(), API_VERSION.to_string())];
-    ("/messages".into(), Value::Object(body), secret, headers)
+    ("/messages".into(), Value::Object(body), headers)
+}
+
+/// The header that carries the key.
+pub(super) fn key_header(key: &str) -> (String, String) {
+    ("x-api-key".to_string(), key.to_string())
 }
 
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
@@ -97,7 +99,7 @@ mod tests {
             ],
             ..ChatRequest::default()
         };
-        let r = build_request(&p, &req);
+        let r = authorize(&p, &build_request(&p, &req), p.api_key.as_deref());
         assert_eq!(r.url, "http://127.0.0.1:9/v1/messages");
         let body: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(
@@ -118,8 +120,10 @@ mod tests {
             "stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":1,"cache_creation_input_tokens":0}}"#;
         let mut headers = Headers::new();
         headers.push("request-id", "req_abc");
+        let p = provider(Wire::Anthropic);
         let r = parse_response(
-            &provider(Wire::Anthropic),
+            &p,
+            &super::super::tests::sent(&p),
             HttpResponse {
                 status: 200,
                 headers,

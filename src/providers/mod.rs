@@ -94,14 +94,17 @@ impl crate::engine::Answer for ChatResponse {
     }
 }
 
+/// The request for one call to `provider`, without its key: built once per
+/// call, then [`authorize`]d for each attempt (a key may rotate between them).
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
     let model = request.model.as_deref().unwrap_or(&provider.model);
-    let (path, body, mut secret_headers, mut headers) = match provider.wire {
+    let (path, body, mut headers) = match provider.wire {
         Wire::OpenAI => openai::build(provider, model, request),
-        Wire::Anthropic => anthropic::build(provider, model, request),
+        Wire::Anthropic => anthropic::build(model, request),
     };
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));
+    let mut secret_headers = Vec::new();
     for (name, value) in &provider.headers {
         if is_credential_header(name) {
             secret_headers.push((name.clone(), value.clone()));
@@ -110,27 +113,63 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
         }
     }
     HttpRequest {
-        url: format!("{}{}", provider.base_url.trim_end_matches('/'), path),
+        url: endpoint_url(&provider.base_url, &path),
         headers,
         secret_headers,
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
     }
 }
 
+/// `request` with `key` in the header the wire carries it in.
+pub fn authorize(
+    provider: &ProviderConfig,
+    request: &HttpRequest,
+    key: Option<&str>,
+) -> HttpRequest {
+    let mut request = request.clone();
+    if let Some(key) = key {
+        let header = match provider.wire {
+            Wire::OpenAI => openai::key_header(key),
+            Wire::Anthropic => anthropic::key_header(key),
+        };
+        request.secret_headers.insert(0, header);
+    }
+    request
+}
+
+/// `base_url` + `path`, the path going before any query (Azure's
+/// `?api-version=...` rides on the base URL).
+pub fn endpoint_url(base_url: &str, path: &str) -> String {
+    let (base, query) = match base_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (base_url, None),
+    };
+    let mut url = format!("{}{path}", base.trim_end_matches('/'));
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
 /// A response -> the answer, or the failure it describes.
+/// `sent` is the request it answers: whatever secret it carried is removed
+/// from anything the provider echoes back.
 pub fn parse_response(
     provider: &ProviderConfig,
+    sent: &HttpRequest,
     response: HttpResponse,
 ) -> Result<ChatResponse, Failure> {
     let request_id = request_id(provider.wire, &response.headers);
+    let secrets = secret_values(&sent.secret_headers);
     if !(200..300).contains(&response.status) {
-        return Err(error_failure(provider, response, request_id));
+        return Err(error_failure(provider, &secrets, response, request_id));
     }
     let malformed = |why: String, response: &HttpResponse| Failure {
         kind: ErrorKind::ServerError,
         status: Some(response.status),
         headers: response.headers.clone(),
-        body: Some(redacted_body(provider, &response.body).0),
+        body: Some(redacted_body(&secrets, &response.body).0),
         message: format!("malformed response body from {}: {why}", provider.name),
         request_id: request_id.clone(),
     };
@@ -155,6 +194,12 @@ pub fn parse_response(
     }
 }
 
+/// A failure that got no response, in words that name the provider.
+pub fn name_failure(provider: &ProviderConfig, mut failure: Failure) -> Failure {
+    failure.message = format!("{}: {}", provider.name, failure.message);
+    failure
+}
+
 fn request_id(wire: Wire, headers: &Headers) -> Option<String> {
     let name = match wire {
         Wire::OpenAI => "x-request-id",
@@ -168,10 +213,11 @@ fn request_id(wire: Wire, headers: &Headers) -> Option<String> {
 
 fn error_failure(
     provider: &ProviderConfig,
+    secrets: &[String],
     response: HttpResponse,
     request_id: Option<String>,
 ) -> Failure {
-    let (text, json) = redacted_body(provider, &response.body);
+    let (text, json) = redacted_body(secrets, &response.body);
     let parsed = json
         .as_ref()
         .map_or_else(|| ErrorBody::from_text(&text), ErrorBody::from_json);
@@ -201,69 +247,100 @@ fn error_failure(
     }
 }
 
-/// A user header that looks like a credential is treated as one: sent
-/// marked sensitive and removed from anything a provider echoes back.
+/// Whether a header carries a credential: sent marked sensitive, redacted
+/// from anything a provider echoes back, and never sent over plain http to
+/// a remote host. `Idempotency-Key` is an identifier, not a secret.
 pub fn is_credential_header(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ["key", "auth", "token", "secret", "cookie"]
-        .iter()
-        .any(|w| lower.contains(w))
+    let lower = name.trim().to_ascii_lowercase();
+    const NAMES: [&str; 6] = [
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+    ];
+    if lower == "idempotency-key" {
+        return false;
+    }
+    NAMES.contains(&lower.as_str())
+        || ["-key", "-token", "-secret", "-authorization"]
+            .iter()
+            .any(|suffix| lower.ends_with(suffix))
 }
 
-/// Shorter values are not treated as secrets: redacting them would mangle
-/// ordinary words, and no provider issues keys that short.
-const MIN_SECRET_LEN: usize = 4;
+/// Shorter values are not searched for in text: redacting them would mangle
+/// ordinary words, and no provider issues credentials that short.
+const MIN_SECRET_LEN: usize = 8;
 
-/// The provider's credentials, as they could be echoed back.
-fn secrets(provider: &ProviderConfig) -> Vec<&str> {
-    let header_secrets = provider
-        .headers
-        .iter()
-        .filter(|(name, _)| is_credential_header(name))
-        .map(|(_, value)| value.as_str());
-    provider
-        .api_key
-        .as_deref()
-        .into_iter()
-        .chain(header_secrets)
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
-        .collect()
+/// What a provider could echo of these credential headers: each value whole
+/// and its secret parts — the token after an auth scheme (`Bearer `,
+/// `Basic `), each cookie's value. Longest first, so a whole value is
+/// replaced before any part of it.
+pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |s: &str| {
+        let s = s.trim();
+        if s.len() >= MIN_SECRET_LEN && !out.iter().any(|o| o == s) {
+            out.push(s.to_string());
+        }
+    };
+    for (name, value) in headers {
+        add(value);
+        let lower = name.to_ascii_lowercase();
+        if lower == "cookie" {
+            for pair in value.split(';') {
+                add(pair.split_once('=').map_or(pair, |(_, v)| v));
+            }
+        } else if let Some((scheme, token)) = value.trim().split_once(' ') {
+            // `Bearer X`, `Basic X`, `Token X`: the credential is X.
+            if !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                add(token);
+            }
+        }
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
 }
 
-/// A body a provider sent back, as text with the provider's credentials
-/// removed, and parsed when it is JSON. JSON may escape any character of a
-/// key (`\/`, `\u002f`), so the decoded strings are searched too, and the
-/// body re-serialised when one held a key.
-fn redacted_body(provider: &ProviderConfig, body: &[u8]) -> (String, Option<Value>) {
+/// A body a provider sent back, as text with the secrets removed, and
+/// parsed when it is JSON. JSON may escape any character of a secret (`\/`,
+/// `\u002f`), so the decoded strings are searched too, and the body
+/// re-serialised when one held a secret.
+pub fn redacted_body(secrets: &[String], body: &[u8]) -> (String, Option<Value>) {
     let raw = String::from_utf8_lossy(body);
-    let secrets = secrets(provider);
     match serde_json::from_str::<Value>(&raw) {
         Ok(mut json) => {
-            let text = if !secrets.is_empty() && redact_json(&mut json, &secrets) {
+            let text = if !secrets.is_empty() && redact_json(&mut json, secrets) {
                 json.to_string()
             } else {
-                replace_secrets(&raw, &secrets)
+                redact(&raw, secrets)
             };
             (text, Some(json))
         }
-        Err(_) => (replace_secrets(&raw, &secrets), None),
+        Err(_) => (redact(&raw, secrets), None),
     }
 }
 
-fn replace_secrets(text: &str, secrets: &[&str]) -> String {
+/// `text` with every secret replaced by `<redacted>`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for secret in secrets {
-        if out.contains(secret) {
-            out = out.replace(secret, "<redacted>");
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "<redacted>");
         }
     }
     out
 }
 
-fn redact_json(value: &mut Value, secrets: &[&str]) -> bool {
+fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
     match value {
-        Value::String(s) if secrets.iter().any(|k| s.contains(k)) => {
-            *s = replace_secrets(s, secrets);
+        Value::String(s) if secrets.iter().any(|k| s.contains(k.as_str())) => {
+            *s = redact(s, secrets);
             true
         }
         Value::Array(items) => items
@@ -300,6 +377,15 @@ mod tests {
         }
     }
 
+    /// The request `p` sends, with its key.
+    pub(super) fn sent(p: &ProviderConfig) -> HttpRequest {
+        authorize(
+            p,
+            &build_request(p, &ChatRequest::default()),
+            p.api_key.as_deref(),
+        )
+    }
+
     fn response(status: u16, body: &[u8]) -> HttpResponse {
         let mut headers = Headers::new();
         headers.push("x-request-id", "req-1");
@@ -321,7 +407,7 @@ mod tests {
             b"{}",
             b"{\"choices\":[{\"message\":{\"content\":5}}]}",
         ] {
-            let f = parse_response(&p, response(200, body)).unwrap_err();
+            let f = parse_response(&p, &sent(&p), response(200, body)).unwrap_err();
             assert_eq!(f.kind, ErrorKind::ServerError, "{body:?}");
             assert!(
                 f.message.contains("malformed response body"),
@@ -336,6 +422,7 @@ mod tests {
         let p = provider(Wire::OpenAI);
         let f = parse_response(
             &p,
+            &sent(&p),
             response(
                 401,
                 br#"{"error":{"message":"Incorrect API key provided: sk-secret-123"}}"#,
@@ -348,7 +435,7 @@ mod tests {
                 && !f.body.as_deref().unwrap().contains("sk-secret-123")
         );
         assert_eq!(f.request_id.as_deref(), Some("req-1"));
-        let f = parse_response(&p, response(529, b"")).unwrap_err();
+        let f = parse_response(&p, &sent(&p), response(529, b"")).unwrap_err();
         assert_eq!(
             (f.kind, f.message.as_str()),
             (ErrorKind::Overloaded, "p returned 529")
@@ -361,7 +448,7 @@ mod tests {
         p.api_key = Some("sk-ab/cd+ef-123".into());
         p.headers.push(("api-key".into(), "AZ-SECRET-9999".into()));
         let body = br#"{"error":{"message":"bad key sk-ab\/cd+ef-123 and AZ-SECRET-9999","detail":"sk\u002dab/cd+ef-123"}}"#;
-        let f = parse_response(&p, response(401, body)).unwrap_err();
+        let f = parse_response(&p, &sent(&p), response(401, body)).unwrap_err();
         for text in [f.message.as_str(), f.body.as_deref().unwrap()] {
             assert!(
                 !text.contains("sk-ab") && !text.contains("AZ-SECRET"),
@@ -376,7 +463,8 @@ mod tests {
         let mut r = response(307, b"");
         r.headers
             .push("location", "https://elsewhere.example/v1/chat/completions");
-        let f = parse_response(&provider(Wire::OpenAI), r).unwrap_err();
+        let p = provider(Wire::OpenAI);
+        let f = parse_response(&p, &sent(&p), r).unwrap_err();
         assert_eq!(f.kind, ErrorKind::BadRequest);
         assert!(f.message.contains("check base_url"), "{}", f.message);
     }
@@ -384,7 +472,7 @@ mod tests {
     #[test]
     fn url_and_headers() {
         let p = provider(Wire::OpenAI);
-        let r = build_request(&p, &ChatRequest::default());
+        let r = sent(&p);
         assert_eq!(r.url, "http://127.0.0.1:9/v1/chat/completions");
         assert!(r.headers.iter().any(|(n, v)| n == "X-Trace" && v == "t"));
         assert!(r.secret_headers.iter().any(|(n, _)| n == "X-Custom-Key"));
@@ -395,5 +483,73 @@ mod tests {
         assert!(!r.headers.iter().any(|(_, v)| v.contains("sk-secret")));
         let dbg = format!("{p:?}");
         assert!(!dbg.contains("sk-secret"), "{dbg}");
+    }
+
+    #[test]
+    fn the_path_goes_before_the_query() {
+        let u = |base: &str| endpoint_url(base, "/chat/completions");
+        assert_eq!(
+            u("https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21"),
+            "https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(u("https://h/v1/"), "https://h/v1/chat/completions");
+        assert_eq!(
+            u("https://h/v1/?a=1&b=2"),
+            "https://h/v1/chat/completions?a=1&b=2"
+        );
+    }
+
+    #[test]
+    fn credential_headers_are_the_documented_ones() {
+        for name in [
+            "Authorization",
+            "proxy-authorization",
+            "Cookie",
+            "x-api-key",
+            "api-key",
+            "X-Goog-Api-Key",
+            "X-Custom-Key",
+            "x-gateway-token",
+            "x-client-secret",
+        ] {
+            assert!(is_credential_header(name), "{name}");
+        }
+        for name in ["Idempotency-Key", "x-trace", "content-type", "keyboard"] {
+            assert!(!is_credential_header(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn secret_parts_of_credential_headers_are_redacted() {
+        let mut p = provider(Wire::OpenAI);
+        p.api_key = None;
+        p.headers = vec![
+            ("Authorization".into(), "Bearer gw-tok-ABC123".into()),
+            (
+                "Proxy-Authorization".into(),
+                "Basic dXNlcjpwYXNzd29yZA==".into(),
+            ),
+            (
+                "Cookie".into(),
+                "session=SESSION-XYZ-789; theme=dark".into(),
+            ),
+            ("X-Short-Key".into(), "abc".into()),
+        ];
+        let body = br#"{"error":{"message":"token gw-tok-ABC123 refused; auth dXNlcjpwYXNzd29yZA==; cookie SESSION-XYZ-789; theme dark; abc"}}"#;
+        let f = parse_response(&p, &sent(&p), response(401, body)).unwrap_err();
+        for text in [f.message.as_str(), f.body.as_deref().unwrap()] {
+            for secret in ["gw-tok-ABC123", "dXNlcjpwYXNzd29yZA==", "SESSION-XYZ-789"] {
+                assert!(!text.contains(secret), "{secret} in {text}");
+            }
+            // Values under 8 characters are ordinary words: left alone.
+            assert!(text.contains("theme dark; abc"), "{text}");
+        }
+        assert_eq!(
+            secret_values(&[("authorization".into(), "Bearer gw-tok-ABC123".into())]),
+            vec![
+                "Bearer gw-tok-ABC123".to_string(),
+                "gw-tok-ABC123".to_string()
+            ]
+        );
     }
 }

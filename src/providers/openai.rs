@@ -4,7 +4,8 @@ use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, ProviderConfig, Usage};
 
-type Parts = (String, Value, Vec<(String, String)>, Vec<(String, String)>);
+/// The endpoint path, the body and the wire's own headers.
+type Parts = (String, Value, Vec<(String, String)>);
 
 pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
@@ -21,16 +22,12 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
-    let secret = match &provider.api_key {
-        Some(key) => vec![("authorization".to_string(), format!("Bearer {key}"))],
-        None => Vec::new(),
-    };
-    (
-        "/chat/completions".into(),
-        Value::Object(body),
-        secret,
-        Vec::new(),
-    )
+    ("/chat/completions".into(), Value::Object(body), Vec::new())
+}
+
+/// The header that carries the key.
+pub(super) fn key_header(key: &str) -> (String, String) {
+    ("authorization".to_string(), format!("Bearer {key}"))
 }
 
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
@@ -90,7 +87,7 @@ mod tests {
             temperature: Some(0.2),
             model: None,
         };
-        let r = build_request(&p, &req);
+        let r = authorize(&p, &build_request(&p, &req), p.api_key.as_deref());
         let body: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(
             body,
@@ -106,6 +103,7 @@ mod tests {
         let p = provider(Wire::OpenAI);
         let r = parse_response(
             &p,
+            &super::super::tests::sent(&p),
             HttpResponse {
                 status: 200,
                 headers: Headers::new(),

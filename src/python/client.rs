@@ -2,40 +2,43 @@
 //! by asyncio or driven to completion with the GIL released.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use tokio::sync::oneshot;
 
 use super::clock::CallClock;
 use super::convert::{
-    attempts_list, call_error, configuration_error, internal_error, messages_from,
-    policy_from_tuple, response_tuple, seconds, text_arg, PolicyTuple,
+    call_error, configuration_error, failover_error, internal_error, messages_from, seconds,
+    text_arg,
 };
 use super::events::EventTarget;
 use super::runtime::{runtime, Interrupt};
-use crate::engine::{self, CallSpec, Event, ProviderSlot, RetryPolicy};
+use super::seam::{
+    attempts_list, optional_seconds, CallArgs, ProviderSpec, ResponseData, TransportSpec,
+};
+use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
 use crate::http::{HttpRequest, ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
 
 /// How often a blocking call wakes to let Python handle Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
-type ProviderTuple = (
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Vec<(String, String)>,
-    Vec<u16>,
-    String,
-);
+/// Where a provider's key comes from.
+enum KeySource {
+    /// Fixed when the client was built (or no key at all).
+    Fixed,
+    /// A Python callable, called for each attempt (rotating tokens).
+    Callable(Py<PyAny>),
+}
 
 struct Inner {
     providers: Vec<ProviderConfig>,
-    transport: ReqwestTransport,
+    keys: Vec<KeySource>,
+    /// `None` once the client is closed; calls in flight keep their clone.
+    transport: RwLock<Option<ReqwestTransport>>,
     /// `failover._events._emitter(on_event)`.
     emit: Py<PyAny>,
 }
@@ -52,52 +55,60 @@ struct Call {
     policy: RetryPolicy,
     timeout: Duration,
     deadline: Option<Duration>,
+    transport: ReqwestTransport,
     clock: CallClock,
     events: EventTarget,
-    /// Resolves when Python code run by the call (a sleeper, a hook) raised
-    /// something that must end it.
+    interrupt: Interrupt,
+    /// Resolves when Python code run by the call (a sleeper, a hook, a key
+    /// callable) raised something that must end it.
     interrupted: oneshot::Receiver<PyErr>,
 }
 
 #[pymethods]
 impl NativeClient {
     #[new]
-    fn new(providers: Vec<ProviderTuple>, connect_timeout: f64, emit: Py<PyAny>) -> PyResult<Self> {
-        let providers = providers
-            .into_iter()
-            .map(
-                |(
-                    name,
-                    wire,
-                    model,
-                    base_url,
-                    api_key,
-                    headers,
-                    overloaded_statuses,
-                    max_tokens_field,
-                )| {
-                    let wire = Wire::parse(&wire).ok_or_else(|| {
-                        configuration_error(format!("unknown wire format {wire:?}"))
-                    })?;
-                    Ok(ProviderConfig {
-                        name,
-                        wire,
-                        model,
-                        base_url,
-                        api_key,
-                        headers,
-                        overloaded_statuses,
-                        max_tokens_field,
-                    })
+    #[pyo3(signature = (*, providers, transport, emit))]
+    fn new(
+        providers: Vec<ProviderSpec>,
+        transport: TransportSpec<'_>,
+        emit: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let mut configs = Vec::with_capacity(providers.len());
+        let mut keys = Vec::with_capacity(providers.len());
+        for spec in providers {
+            let wire = Wire::parse(&spec.wire).ok_or_else(|| {
+                configuration_error(format!("unknown wire format {:?}", spec.wire))
+            })?;
+            let (api_key, source) = Python::attach(|py| match spec.api_key {
+                None => Ok((None, KeySource::Fixed)),
+                Some(key) => match key.bind(py).cast::<PyString>() {
+                    Ok(text) => Ok((Some(text.to_cow()?.into_owned()), KeySource::Fixed)),
+                    Err(_) if key.bind(py).is_callable() => Ok((None, KeySource::Callable(key))),
+                    Err(_) => Err(configuration_error(format!(
+                        "provider {:?}: api_key must be a str or a callable returning one",
+                        spec.name
+                    ))),
                 },
-            )
-            .collect::<PyResult<Vec<_>>>()?;
-        let transport = ReqwestTransport::new(seconds("connect_timeout", connect_timeout)?)
-            .map_err(configuration_error)?;
+            })?;
+            configs.push(ProviderConfig {
+                name: spec.name,
+                wire,
+                model: spec.model,
+                base_url: spec.base_url,
+                api_key,
+                headers: spec.headers,
+                overloaded_statuses: spec.overloaded_statuses,
+                max_tokens_field: spec.max_tokens_field,
+            });
+            keys.push(source);
+        }
+        let transport =
+            ReqwestTransport::new(&transport.options()?).map_err(configuration_error)?;
         Ok(Self {
             inner: Arc::new(Inner {
-                providers,
-                transport,
+                providers: configs,
+                keys,
+                transport: RwLock::new(Some(transport)),
                 emit,
             }),
         })
@@ -127,23 +138,28 @@ impl NativeClient {
             chat(Arc::clone(&self.inner), call),
         )
     }
-}
 
-/// One call's arguments, as `failover._client` passes them: `(messages,
-/// chain, policy, timeout, deadline, sleeper, model, system, max_tokens,
-/// temperature)`.
-type CallArgs<'py> = (
-    Bound<'py, PyAny>,
-    Vec<usize>,
-    PolicyTuple,
-    f64,
-    Option<f64>,
-    Option<Bound<'py, PyAny>>,
-    Option<Bound<'py, PyAny>>,
-    Option<Bound<'py, PyAny>>,
-    Option<u64>,
-    Option<f64>,
-);
+    /// Releases the connection pool. Calls in flight finish; later calls
+    /// raise `FailoverError`.
+    fn close(&self) {
+        let mut transport = self
+            .inner
+            .transport
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *transport = None;
+    }
+
+    #[getter]
+    fn is_closed(&self) -> bool {
+        let transport = self
+            .inner
+            .transport
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        transport.is_none()
+    }
+}
 
 impl NativeClient {
     fn call(
@@ -152,39 +168,42 @@ impl NativeClient {
         args: CallArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
     ) -> PyResult<Call> {
-        let (
-            messages,
-            chain,
-            policy,
-            timeout,
-            deadline,
-            sleeper,
-            model,
-            system,
-            max_tokens,
-            temperature,
-        ) = args;
+        let transport = {
+            let guard = self
+                .inner
+                .transport
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            guard.clone().ok_or_else(|| {
+                failover_error("this Client is closed: make a new one to call providers again")
+            })?
+        };
+        let chain = args.chain;
         if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.providers.len()) {
             return Err(configuration_error(
                 "the provider chain must name configured providers",
             ));
         }
+        let messages = messages_from(&args.messages)?;
+        crate::conversation::check_messages(&messages).map_err(configuration_error)?;
         let request = ChatRequest {
-            messages: messages_from(&messages)?,
-            system: text_arg("system", system.as_ref())?,
-            max_tokens,
-            temperature,
-            model: text_arg("model", model.as_ref())?,
+            messages,
+            system: text_arg("system", args.system.as_ref())?,
+            max_tokens: args.max_tokens,
+            temperature: args.temperature,
+            model: text_arg("model", args.model.as_ref())?,
         };
         let (interrupt, interrupted) = Interrupt::new();
         Ok(Call {
             request,
             chain,
-            policy: policy_from_tuple(policy)?,
-            timeout: seconds("timeout", timeout)?,
-            deadline: deadline.map(|d| seconds("deadline", d)).transpose()?,
-            clock: CallClock::from_sleeper(sleeper.as_ref(), locals.as_ref(), &interrupt)?,
-            events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt),
+            policy: args.policy.policy.clone(),
+            timeout: seconds("timeout", args.timeout)?,
+            deadline: optional_seconds("deadline", args.deadline)?,
+            transport,
+            clock: CallClock::from_sleeper(args.sleeper.as_ref(), locals.as_ref(), &interrupt)?,
+            events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt.clone()),
+            interrupt,
             interrupted,
         })
     }
@@ -240,6 +259,52 @@ async fn chat(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     }
 }
 
+/// The key for one attempt: fixed, or from the provider's callable. A
+/// callable that raises an ordinary exception fails this provider's attempt
+/// as an auth failure (another provider has its own key); a BaseException
+/// or a value that is not a key ends the call.
+fn attempt_key(
+    provider: &ProviderConfig,
+    source: &KeySource,
+    interrupt: &Interrupt,
+) -> Result<Option<String>, Failure> {
+    let KeySource::Callable(callable) = source else {
+        return Ok(provider.api_key.clone());
+    };
+    let name = &provider.name;
+    tokio::task::block_in_place(|| {
+        Python::attach(|py| {
+            let value = match callable.call0(py) {
+                Ok(value) => value.into_bound(py),
+                Err(error) => {
+                    let text = format!("{name}: the api_key callable raised {error}");
+                    if !error.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                        interrupt.raise(error);
+                    }
+                    return Err(Failure::without_response(ErrorKind::Auth, text));
+                }
+            };
+            let key = value
+                .cast::<PyString>()
+                .ok()
+                .and_then(|s| s.to_cow().ok().map(|k| k.trim().to_string()))
+                .filter(|k| !k.is_empty() && !k.chars().any(char::is_control));
+            key.map(Some).ok_or_else(|| {
+                let type_name = value
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string());
+                let why = format!(
+                    "provider {name:?}: the api_key callable must return a non-empty str \
+                     without control characters, got a {type_name}"
+                );
+                interrupt.raise(configuration_error(why.clone()));
+                Failure::without_response(ErrorKind::Auth, why)
+            })
+        })
+    })
+}
+
 /// One chat call through the engine. The only place the engine is run.
 async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     let Call {
@@ -248,11 +313,14 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         policy,
         timeout,
         deadline,
+        transport,
         clock,
         events,
+        interrupt,
         mut interrupted,
     } = call;
     let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
+    let keys: Vec<&KeySource> = chain.iter().map(|&i| &inner.keys[i]).collect();
     let slots: Vec<ProviderSlot> = configs
         .iter()
         .map(|c| ProviderSlot {
@@ -269,17 +337,37 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     };
     let mut on_event =
         |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
-    let transport = &inner.transport;
-    // Each provider's request is built once per call, on its first attempt.
+    let transport = &transport;
+    let interrupt = &interrupt;
+    // Each provider's request is built once per call, on its first attempt;
+    // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
     let run = engine::run(&spec, &clock, &mut unit, &mut on_event, |index, timeout| {
         let provider = configs[index];
-        let http_request =
-            requests[index].get_or_init(|| providers::build_request(provider, &request));
+        let source = keys[index];
+        let built = requests[index].get_or_init(|| {
+            let base = providers::build_request(provider, &request);
+            match source {
+                KeySource::Fixed => {
+                    providers::authorize(provider, &base, provider.api_key.as_deref())
+                }
+                KeySource::Callable(_) => base,
+            }
+        });
+        let sent = match source {
+            KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
+            KeySource::Callable(_) => attempt_key(provider, source, interrupt).map(|key| {
+                std::borrow::Cow::Owned(providers::authorize(provider, built, key.as_deref()))
+            }),
+        };
         async move {
-            let response = transport.send(http_request, timeout).await?;
-            providers::parse_response(provider, response)
+            let sent = sent?;
+            let response = transport
+                .send(&sent, timeout)
+                .await
+                .map_err(|failure| providers::name_failure(provider, failure))?;
+            providers::parse_response(provider, &sent, response)
         }
     });
     let result = tokio::select! {
@@ -295,22 +383,13 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     Python::attach(|py| match result {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &configs)?;
-            response_tuple(
-                py,
-                success.value,
-                &configs[success.provider].name,
-                attempts,
-                &call_id,
-            )
+            let provider = &configs[success.provider].name;
+            let data = ResponseData::new(success.value, provider, attempts, &call_id);
+            Ok(Py::new(py, data)?.into_any())
         }
         Err(failure) => {
             let error = call_error(py, &failure, &configs, &call_id)?;
-            let payload = (
-                call_id.as_str(),
-                error.clone_ref(py),
-                failure.reason.as_str(),
-            );
-            events.send(py, "CallFailed", payload.into_pyobject(py)?.into_any());
+            events.send_call_failed(py, &call_id, error.bind(py), &failure.reason);
             match interrupted.try_recv() {
                 Ok(interrupt) => Err(interrupt),
                 Err(_) => Err(PyErr::from_value(error.into_bound(py))),

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::convert::configuration_error;
 use super::runtime::Interrupt;
 use crate::engine::clock::SleepFuture;
-use crate::engine::{Clock, ManualClock, TokioClock};
+use crate::engine::{Clock, ManualCallClock, ManualClock, TokioClock};
 
 /// A virtual clock: sleeps are recorded and return at once; time moves only
 /// by them. The deadline and HTTP-date hints are measured on it.
@@ -187,7 +187,8 @@ impl Drop for LoopSleep {
 /// The clock of one call.
 pub enum CallClock {
     Real(TokioClock),
-    Virtual(ManualClock),
+    /// This call's view of a FakeSleeper's shared clock.
+    Virtual(ManualCallClock),
     Callable(CallableClock),
 }
 
@@ -201,7 +202,7 @@ impl CallClock {
             return Ok(Self::Real(TokioClock::new()));
         };
         if let Ok(virtual_clock) = sleeper.cast::<VirtualClock>() {
-            return Ok(Self::Virtual(virtual_clock.get().clock.clone()));
+            return Ok(Self::Virtual(virtual_clock.get().clock.for_call()));
         }
         if !sleeper.is_callable() {
             return Err(configuration_error(

@@ -8,19 +8,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use crate::engine::policy::{Backoff, Preset};
-use crate::engine::{hints, AttemptRecord, CallError, CallFailure, ProviderFailure, RetryPolicy};
-use crate::providers::{ChatResponse, ProviderConfig};
-
-pub type PolicyTuple = (
-    String,
-    u32,
-    u32,
-    f64,
-    f64,
-    (f64, f64, f64, f64),
-    Option<f64>,
-);
+use super::seam::attempts_list;
+use crate::engine::{hints, CallError, CallFailure, ProviderFailure};
+use crate::providers::ProviderConfig;
 
 /// A function or class of `failover._exceptions`, looked up once.
 pub fn exceptions_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -39,10 +29,12 @@ pub fn configuration_error(message: impl Into<String>) -> PyErr {
 /// A bare `failover.FailoverError` for what should never happen (a panic,
 /// a lost task): typed like every other failure, never a PanicException.
 pub fn internal_error(what: impl std::fmt::Display) -> PyErr {
-    failover_exception(
-        "FailoverError",
-        format!("internal error in failover: {what}"),
-    )
+    failover_error(format!("internal error in failover: {what}"))
+}
+
+/// A bare `failover.FailoverError` (a closed client, a forked process).
+pub fn failover_error(message: impl Into<String>) -> PyErr {
+    failover_exception("FailoverError", message.into())
 }
 
 /// An instance of a `failover._exceptions` class, as a `PyErr`.
@@ -61,49 +53,6 @@ pub fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         configuration_error(format!(
             "{name} must be a finite number of seconds >= 0, got {value}"
         ))
-    })
-}
-
-pub fn policy_from_tuple(t: PolicyTuple) -> PyResult<RetryPolicy> {
-    let (
-        preset,
-        max_retries,
-        max_retries_last,
-        cap,
-        cap_last,
-        (initial, multiplier, max, jitter),
-        max_interval,
-    ) = t;
-    let max_interval = max_interval
-        .map(|v| seconds("max_interval", v))
-        .transpose()?;
-    let base = match preset.as_str() {
-        "default" => RetryPolicy::default(),
-        "laravel" => RetryPolicy::laravel(),
-        "ruby_llm" => RetryPolicy::ruby_llm(max_interval),
-        "openai" => RetryPolicy::openai(),
-        other => {
-            return Err(configuration_error(format!(
-                "unknown retry preset {other:?}"
-            )))
-        }
-    };
-    if base.preset != Preset::Default {
-        // Presets are exact reproductions; their numbers are not tunable.
-        return Ok(base);
-    }
-    Ok(RetryPolicy {
-        max_retries,
-        max_retries_last,
-        max_retry_after: seconds("max_retry_after", cap)?,
-        max_retry_after_last: seconds("max_retry_after_last", cap_last)?,
-        backoff: Backoff {
-            initial,
-            multiplier,
-            max,
-            jitter,
-        },
-        preset: Preset::Default,
     })
 }
 
@@ -193,61 +142,12 @@ fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
     ))
 }
 
-pub fn response_tuple(
-    py: Python<'_>,
-    r: ChatResponse,
-    provider: &str,
-    attempts: Py<PyAny>,
-    call_id: &str,
-) -> PyResult<Py<PyAny>> {
-    let u = r.usage;
-    let usage = (
-        u.input_tokens,
-        u.output_tokens,
-        u.cache_read_tokens,
-        u.cache_write_tokens,
-        u.reasoning_tokens,
-    );
-    let tuple = (
-        r.text,
-        provider,
-        r.model,
-        r.finish_reason,
-        usage,
-        attempts,
-        r.request_id,
-        r.raw,
-        call_id,
-    );
-    Ok(tuple.into_pyobject(py)?.into_any().unbind())
-}
-
-pub fn attempts_list(
-    py: Python<'_>,
-    attempts: &[AttemptRecord],
-    configs: &[&ProviderConfig],
-) -> PyResult<Py<PyAny>> {
-    let items: Vec<_> = attempts
-        .iter()
-        .map(|a| {
-            (
-                configs[a.provider].name.as_str(),
-                a.status,
-                a.kind.map(|k| k.as_str()),
-                a.waited.as_secs_f64(),
-                a.duration.as_secs_f64(),
-            )
-        })
-        .collect();
-    Ok(PyList::new(py, items)?.into_any().unbind())
-}
-
 /// The typed Python exception for a provider's failure.
 pub fn provider_error(
     py: Python<'_>,
     failed: &ProviderFailure,
     configs: &[&ProviderConfig],
-    attempts: Option<Py<PyAny>>,
+    attempts: Option<Py<PyList>>,
 ) -> PyResult<Py<PyAny>> {
     let (failure, config) = (&failed.failure, configs[failed.provider]);
     let info = PyDict::new(py);
@@ -258,10 +158,10 @@ pub fn provider_error(
     info.set_item("retry_after", failed.retry_after.map(|d| d.as_secs_f64()))?;
     info.set_item("body", failure.body.as_deref())?;
     info.set_item("attempts", attempts)?;
+    info.set_item("kind", failure.kind.as_str())?;
+    info.set_item("message", &failure.message)?;
     let build = exceptions_attr(py, "_provider_error")?;
-    Ok(build
-        .call1((failure.kind.as_str(), &failure.message, info))?
-        .unbind())
+    Ok(build.call((), Some(&info))?.unbind())
 }
 
 /// The exception a failed call raises, carrying its attempts.
@@ -279,10 +179,13 @@ pub fn call_error(
                 .as_ref()
                 .map(|failed| provider_error(py, failed, configs, None))
                 .transpose()?;
+            let fields = PyDict::new(py);
+            fields.set_item("deadline", deadline.as_secs_f64())?;
+            fields.set_item("attempts", attempts)?;
+            fields.set_item("cause", cause)?;
+            fields.set_item("call_id", call_id)?;
             let build = exceptions_attr(py, "_deadline_error")?;
-            Ok(build
-                .call1((deadline.as_secs_f64(), attempts, cause, call_id))?
-                .unbind())
+            Ok(build.call((), Some(&fields))?.unbind())
         }
     }
 }

@@ -59,10 +59,11 @@ impl EventTarget {
         }
     }
 
-    /// An engine event -> the Python event payload.
+    /// An engine event -> the Python event's fields, by name.
     pub fn send_engine_event(&self, py: Python<'_>, event: &Event, configs: &[&ProviderConfig]) {
         let name = |index: usize| configs[index].name.as_str();
-        let payload = match event {
+        let fields = PyDict::new(py);
+        let built: PyResult<&str> = (|| match event {
             Event::RetryScheduled {
                 call_id,
                 provider,
@@ -72,42 +73,51 @@ impl EventTarget {
                 status,
                 reason,
             } => {
-                let fields = (
-                    call_id.as_str(),
-                    name(*provider),
-                    *attempt,
-                    delay.as_secs_f64(),
-                    kind.as_str(),
-                    *status,
-                    reason.as_str(),
-                );
-                (
-                    "RetryScheduled",
-                    fields.into_pyobject(py).map(Bound::into_any),
-                )
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("provider", name(*provider))?;
+                fields.set_item("attempt", *attempt)?;
+                fields.set_item("delay", delay.as_secs_f64())?;
+                fields.set_item("kind", kind.as_str())?;
+                fields.set_item("status", *status)?;
+                fields.set_item("reason", reason)?;
+                Ok("RetryScheduled")
             }
             Event::FailedOver {
                 call_id,
                 left,
                 to_provider,
                 reason,
-            } => (
-                "FailedOver",
-                provider_error(py, left, configs, None).and_then(|error| {
-                    let fields = (
-                        call_id.as_str(),
-                        name(left.provider),
-                        name(*to_provider),
-                        error,
-                        reason.as_str(),
-                    );
-                    fields.into_pyobject(py).map(Bound::into_any)
-                }),
-            ),
-        };
-        match payload {
-            (kind, Ok(payload)) => self.send(py, kind, payload),
-            (_, Err(e)) => e.write_unraisable(py, None),
+            } => {
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("from_provider", name(left.provider))?;
+                fields.set_item("to_provider", name(*to_provider))?;
+                fields.set_item("error", provider_error(py, left, configs, None)?)?;
+                fields.set_item("reason", reason)?;
+                Ok("FailedOver")
+            }
+        })();
+        match built {
+            Ok(kind) => self.send(py, kind, fields.into_any()),
+            Err(e) => e.write_unraisable(py, None),
+        }
+    }
+
+    /// `CallFailed`, once, when a call ends in `error`.
+    pub fn send_call_failed(
+        &self,
+        py: Python<'_>,
+        call_id: &str,
+        error: &Bound<'_, PyAny>,
+        reason: &str,
+    ) {
+        let fields = PyDict::new(py);
+        let built = fields
+            .set_item("call_id", call_id)
+            .and_then(|_| fields.set_item("error", error))
+            .and_then(|_| fields.set_item("reason", reason));
+        match built {
+            Ok(()) => self.send(py, "CallFailed", fields.into_any()),
+            Err(e) => e.write_unraisable(py, None),
         }
     }
 }

@@ -9,6 +9,7 @@ mod convert;
 mod events;
 mod mock;
 mod runtime;
+mod seam;
 
 use pyo3::prelude::*;
 
@@ -37,12 +38,49 @@ fn is_credential_header(name: &str) -> bool {
     crate::providers::is_credential_header(name)
 }
 
+/// Checks a provider's `base_url` as the transport will read it; returns
+/// why it cannot be used, or `None`.
+#[pyfunction]
+fn check_base_url(url: &str) -> Option<String> {
+    match reqwest::Url::parse(url) {
+        Err(e) => Some(e.to_string()),
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => Some(format!(
+            "the scheme must be http or https, not {:?}",
+            u.scheme()
+        )),
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => Some("it has no host".into()),
+        Ok(u) if u.fragment().is_some() => Some("it has a #fragment".into()),
+        Ok(_) => None,
+    }
+}
+
+/// Checks a header as the transport will send it; returns why it cannot be
+/// sent, or `None`.
+#[pyfunction]
+fn check_header(name: &str, value: &str) -> Option<String> {
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Some(format!("{name:?} is not a valid header name"));
+    }
+    if reqwest::header::HeaderValue::from_str(value).is_err() {
+        return Some(format!(
+            "the value of header {name:?} holds characters HTTP cannot carry"
+        ));
+    }
+    None
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
+    m.add("MAX_SECONDS", hints::MAX_SECONDS)?;
+    m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
+    m.add_function(wrap_pyfunction!(check_header, m)?)?;
     m.add_class::<client::NativeClient>()?;
+    m.add_class::<seam::NativePolicy>()?;
+    m.add_class::<seam::ResponseData>()?;
+    m.add_class::<seam::AttemptData>()?;
     m.add_class::<clock::VirtualClock>()?;
     m.add_class::<mock::NativeMockServer>()?;
     Ok(())

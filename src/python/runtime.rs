@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
-use super::convert::internal_error;
+use super::convert::failover_error;
 
 /// The runtime pyo3-async-runtimes owns, for this process only: its worker
 /// threads do not survive `fork()`, and a call in a forked child would wait
@@ -17,9 +17,10 @@ pub fn runtime() -> PyResult<&'static Runtime> {
     static OWNER: OnceLock<u32> = OnceLock::new();
     let pid = std::process::id();
     if *OWNER.get_or_init(|| pid) != pid {
-        return Err(internal_error(
-            "this process was forked after failover had started its runtime in the parent; \
-             make the first call after forking (or use the 'spawn' start method)",
+        return Err(failover_error(
+            "this process was forked after failover had started its runtime in the parent, \
+             and that runtime's threads do not survive fork(): make a client's first call \
+             in each worker process, after forking (or use the 'spawn' start method)",
         ));
     }
     Ok(pyo3_async_runtimes::tokio::get_runtime())

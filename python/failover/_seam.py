@@ -1,0 +1,119 @@
+"""The typed seam to the native engine: what ``failover._client`` hands over.
+
+Each class here is read by attribute into a Rust struct of the same name in
+``src/python/seam.rs``; adding a field touches one definition on each side.
+What comes back (``_native.ResponseData``, ``_native.AttemptData``) and the
+compiled policy (``_native.NativePolicy``) are native classes with named
+fields.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at runtime here
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._native import NativePolicy
+
+
+class ProviderSpec:
+    """One configured provider, with its key (a str, a callable or None)."""
+
+    __slots__ = (
+        "api_key",
+        "base_url",
+        "headers",
+        "max_tokens_field",
+        "model",
+        "name",
+        "overloaded_statuses",
+        "wire",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        wire: str,
+        model: str,
+        base_url: str,
+        api_key: Any,
+        headers: list[tuple[str, str]],
+        overloaded_statuses: list[int],
+        max_tokens_field: str,
+    ) -> None:
+        self.name = name
+        self.wire = wire
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.headers = headers
+        self.overloaded_statuses = overloaded_statuses
+        self.max_tokens_field = max_tokens_field
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"
+
+
+class TransportSpec:
+    """How the client reaches providers."""
+
+    __slots__ = ("connect_timeout", "http2", "max_idle_connections", "proxy", "verify")
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        proxy: str | None,
+        verify: bool | str,
+        http2: bool,
+        max_idle_connections: int | None,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.proxy = proxy
+        self.verify = verify
+        self.http2 = http2
+        self.max_idle_connections = max_idle_connections
+
+
+class CallArgs:
+    """One call's arguments, checked by ``Client`` before they cross."""
+
+    __slots__ = (
+        "chain",
+        "deadline",
+        "max_tokens",
+        "messages",
+        "model",
+        "policy",
+        "sleeper",
+        "system",
+        "temperature",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        messages: list[Any],
+        chain: list[int],
+        policy: NativePolicy,
+        timeout: float,
+        deadline: float | None,
+        sleeper: Any,
+        model: str | None,
+        system: str | None,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> None:
+        self.messages = messages
+        self.chain = chain
+        self.policy = policy
+        self.timeout = timeout
+        self.deadline = deadline
+        self.sleeper = sleeper
+        self.model = model
+        self.system = system
+        self.max_tokens = max_tokens
+        self.temperature = temperature

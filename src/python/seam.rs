@@ -1,0 +1,240 @@
+//! The typed seam between `failover._client` and the engine: what Python
+//! hands over, read by attribute into named structs (the Python half is
+//! `failover/_seam.py`), and what comes back, as frozen classes with named
+//! fields. Adding a field touches one definition on each side.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyList, PyString};
+
+use super::convert::{configuration_error, seconds};
+use crate::engine::policy::{Backoff, Preset};
+use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryPolicy};
+use crate::http::{TransportOptions, Verify};
+use crate::providers::{ChatResponse, ProviderConfig};
+
+/// One configured provider (`failover._seam.ProviderSpec`).
+#[derive(FromPyObject)]
+pub struct ProviderSpec {
+    pub name: String,
+    pub wire: String,
+    pub model: String,
+    pub base_url: String,
+    /// A `str`, a callable returning one (called for each attempt), or `None`.
+    pub api_key: Option<Py<PyAny>>,
+    pub headers: Vec<(String, String)>,
+    pub overloaded_statuses: Vec<u16>,
+    pub max_tokens_field: String,
+}
+
+/// How the client reaches providers (`failover._seam.TransportSpec`).
+#[derive(FromPyObject)]
+pub struct TransportSpec<'py> {
+    pub connect_timeout: f64,
+    pub proxy: Option<String>,
+    /// `True`, `False` or the path of a PEM CA bundle.
+    pub verify: Bound<'py, PyAny>,
+    pub http2: bool,
+    pub max_idle_connections: Option<usize>,
+}
+
+impl TransportSpec<'_> {
+    pub fn options(&self) -> PyResult<TransportOptions> {
+        let verify = if let Ok(flag) = self.verify.cast::<PyBool>() {
+            if flag.is_true() {
+                Verify::System
+            } else {
+                Verify::Off
+            }
+        } else if let Ok(path) = self.verify.cast::<PyString>() {
+            let path = path.to_cow()?;
+            let pem = std::fs::read(path.as_ref()).map_err(|e| {
+                configuration_error(format!("verify: cannot read the CA bundle {path:?}: {e}"))
+            })?;
+            Verify::CaBundle(pem)
+        } else {
+            return Err(configuration_error(
+                "verify must be True, False or the path of a PEM CA bundle",
+            ));
+        };
+        Ok(TransportOptions {
+            connect_timeout: seconds("connect_timeout", self.connect_timeout)?,
+            proxy: self.proxy.clone(),
+            verify,
+            http2: self.http2,
+            max_idle_connections: self.max_idle_connections,
+        })
+    }
+}
+
+/// One call's arguments (`failover._seam.CallArgs`).
+#[derive(FromPyObject)]
+pub struct CallArgs<'py> {
+    /// A list of message dicts, converted to JSON and checked here.
+    pub messages: Bound<'py, PyAny>,
+    /// Indexes into the client's providers, in the order to try them.
+    pub chain: Vec<usize>,
+    pub policy: PyRef<'py, NativePolicy>,
+    pub timeout: f64,
+    pub deadline: Option<f64>,
+    /// `None` (real sleep), a `VirtualClock`, or a callable taking seconds.
+    pub sleeper: Option<Bound<'py, PyAny>>,
+    pub model: Option<Bound<'py, PyAny>>,
+    pub system: Option<Bound<'py, PyAny>>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+}
+
+/// A `RetryPolicy`, checked once when it is made and reused by every call.
+#[pyclass(frozen, module = "failover._native")]
+pub struct NativePolicy {
+    pub policy: RetryPolicy,
+}
+
+#[pymethods]
+impl NativePolicy {
+    #[new]
+    #[pyo3(signature = (
+        *, preset, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
+        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, max_interval, stop_on
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        preset: &str,
+        max_retries: u32,
+        max_retries_last: u32,
+        max_retry_after: f64,
+        max_retry_after_last: f64,
+        backoff_initial: f64,
+        backoff_multiplier: f64,
+        backoff_max: f64,
+        backoff_jitter: f64,
+        max_interval: Option<f64>,
+        stop_on: Vec<String>,
+    ) -> PyResult<Self> {
+        let max_interval = max_interval
+            .map(|v| seconds("max_interval", v))
+            .transpose()?;
+        let base = match preset {
+            "default" => RetryPolicy::default(),
+            "laravel" => RetryPolicy::laravel(),
+            "ruby_llm" => RetryPolicy::ruby_llm(max_interval),
+            "openai" => RetryPolicy::openai(),
+            other => {
+                return Err(configuration_error(format!(
+                    "unknown retry preset {other:?}"
+                )))
+            }
+        };
+        if base.preset != Preset::Default {
+            // Presets are exact reproductions; their numbers are not tunable.
+            return Ok(Self { policy: base });
+        }
+        let stop_on = stop_on
+            .iter()
+            .map(|name| {
+                ErrorKind::parse(name).ok_or_else(|| {
+                    configuration_error(format!("stop_on: unknown error kind {name:?}"))
+                })
+            })
+            .collect::<PyResult<KindSet>>()?;
+        Ok(Self {
+            policy: RetryPolicy {
+                max_retries,
+                max_retries_last,
+                max_retry_after: seconds("max_retry_after", max_retry_after)?,
+                max_retry_after_last: seconds("max_retry_after_last", max_retry_after_last)?,
+                backoff: Backoff {
+                    initial: backoff_initial,
+                    multiplier: backoff_multiplier,
+                    max: backoff_max,
+                    jitter: backoff_jitter,
+                },
+                stop_on,
+                preset: Preset::Default,
+            },
+        })
+    }
+
+    /// The kinds that end a call at once, as the engine holds them.
+    #[getter]
+    fn stop_on(&self) -> Vec<&'static str> {
+        self.policy.stop_on.iter().map(ErrorKind::as_str).collect()
+    }
+}
+
+/// One HTTP attempt, or one provider skipped (`failover.Attempt` is built from it).
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct AttemptData {
+    pub provider: String,
+    pub status: Option<u16>,
+    pub kind: Option<&'static str>,
+    pub waited: f64,
+    pub duration: f64,
+    pub skipped: Option<String>,
+}
+
+pub fn attempts_list(
+    py: Python<'_>,
+    attempts: &[AttemptRecord],
+    configs: &[&ProviderConfig],
+) -> PyResult<Py<PyList>> {
+    let items = attempts
+        .iter()
+        .map(|a| AttemptData {
+            provider: configs[a.provider].name.clone(),
+            status: a.status,
+            kind: a.kind.map(ErrorKind::as_str),
+            waited: a.waited.as_secs_f64(),
+            duration: a.duration.as_secs_f64(),
+            skipped: None,
+        })
+        .collect::<Vec<_>>();
+    Ok(PyList::new(py, items)?.unbind())
+}
+
+/// A successful call's answer (`failover.Response` is built from it).
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct ResponseData {
+    pub text: String,
+    pub provider: String,
+    pub model: Option<String>,
+    pub finish_reason: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub attempts: Py<PyList>,
+    pub request_id: Option<String>,
+    /// The response body as received.
+    pub raw: String,
+    pub call_id: String,
+}
+
+impl ResponseData {
+    pub fn new(r: ChatResponse, provider: &str, attempts: Py<PyList>, call_id: &str) -> Self {
+        let u = r.usage;
+        Self {
+            text: r.text,
+            provider: provider.to_string(),
+            model: r.model,
+            finish_reason: r.finish_reason,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            attempts,
+            request_id: r.request_id,
+            raw: r.raw,
+            call_id: call_id.to_string(),
+        }
+    }
+}
+
+/// Seconds as an optional `Duration`.
+pub fn optional_seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    value.map(|v| seconds(name, v)).transpose()
+}
