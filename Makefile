@@ -14,7 +14,7 @@ all: test
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6"
+	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6" "trustme>=1.1"
 	touch $@
 
 # Builds the extension into python/failover (editable install, fast dev profile).

@@ -365,7 +365,8 @@ if pid == 0:
     try:
         client.prompt("Hi", timeout=2)
     except failover.FailoverError as exc:
-        os._exit(3 if "forked" in str(exc) else 4)
+        ok = "forked" in str(exc) and "internal error" not in str(exc)
+        os._exit(3 if ok else 4)
     os._exit(5)
 _, status = os.waitpid(pid, 0)
 sys.exit(os.WEXITSTATUS(status))

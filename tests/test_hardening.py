@@ -1,0 +1,575 @@
+"""What a new user hit in the first slice, and the revised rules: each test
+fails without its fix (issue: harden the first slice)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import typing
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+from conftest import KEY, anthropic, openai
+
+SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
+
+
+# 1. Secrets in credential headers ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "echoed"),
+    [
+        ("Authorization", "Bearer gw-tok-ABC123", "gw-tok-ABC123"),
+        ("Proxy-Authorization", "Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+        ("Cookie", "theme=dark; session=SESSION-XYZ-789", "SESSION-XYZ-789"),
+        ("X-Gateway-Token", "gwt_0123456789", "gwt_0123456789"),
+    ],
+)
+def test_the_secret_part_of_a_credential_header_is_redacted_everywhere(
+    mock_server, caplog, header, value, echoed
+):
+    mock_server.push(401, json={"error": {"message": f"token {echoed} is revoked"}})
+    events: list[object] = []
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, headers={header: value}
+    )
+    client = failover.Client({"gw": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+    error = info.value
+    texts = [str(error), repr(error), error.body or "", repr(client), repr(provider)]
+    texts += [r.getMessage() for r in caplog.records]
+    texts += [repr(e) for e in events] + [str(getattr(e, "error", "")) for e in events]
+    for text in texts:
+        assert echoed not in text, text
+    assert "<redacted>" in str(error)
+    # The header really was sent.
+    assert mock_server.requests[0].headers[header.lower()] == value
+
+
+def test_short_values_are_not_searched_for_in_text(mock_server):
+    mock_server.push(401, json={"error": {"message": "the word dark stays"}})
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, headers={"Cookie": "theme=dark"}
+    )
+    with pytest.raises(failover.AuthenticationError, match="the word dark stays"):
+        failover.Client({"a": provider}).prompt("Hi")
+
+
+# 2. A base_url with a query --------------------------------------------------
+
+
+def test_the_endpoint_path_goes_before_the_query(mock_server):
+    mock_server.push_text("ok")
+    base = f"{mock_server.url}/openai/deployments/gpt4?api-version=2024-10-21"
+    provider = failover.OpenAICompatible(model="m", base_url=base, api_key=KEY)
+    assert failover.Client({"az": provider}).prompt("Hi").text == "ok"
+    assert mock_server.requests[0].path == (
+        "/openai/deployments/gpt4/chat/completions?api-version=2024-10-21"
+    )
+    # The query is never shown: it may carry a key.
+    assert "api-version" not in repr(provider)
+
+
+# 3. Status classification and stop_on ----------------------------------------
+
+
+@pytest.mark.parametrize("status", [409, 425])
+def test_409_and_425_are_server_errors_retried_once(mock_server, backup_server, call, status):
+    mock_server.push(status)
+    mock_server.push_text("second try")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+    )
+    assert call(client).text == "second try"
+    assert len(sleeper.sleeps) == 1
+    mock_server.push(status)
+    with pytest.raises(failover.ServerError):
+        call(failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY))
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (413, "<html>413 Request Entity Too Large</html>"),
+        (
+            413,
+            '{"type":"error","error":{"type":"request_too_large",'
+            '"message":"Request exceeds the maximum allowed number of bytes."}}',
+        ),
+    ],
+)
+def test_413_and_request_too_large_fail_over_as_context_length(
+    mock_server, backup_server, call, status, body
+):
+    mock_server.push(status, body=body)
+    backup_server.push_text("a bigger model")
+    client = failover.Client(
+        {"a": anthropic(mock_server), "b": openai(backup_server)}, sleeper=FakeSleeper()
+    )
+    assert call(client).text == "a bigger model"
+    mock_server.push(status, body=body)
+    with pytest.raises(failover.ContextLengthExceeded) as info:
+        call(failover.Client({"a": anthropic(mock_server)}))
+    assert isinstance(info.value, failover.BadRequest) and info.value.kind == "too_large"
+
+
+@pytest.mark.parametrize(
+    ("status", "cls", "kind"),
+    [(404, failover.ModelNotFound, "not_found"), (401, failover.AuthenticationError, "auth")],
+)
+def test_auth_and_not_found_fail_over_loudly_unless_stop_on_names_them(
+    mock_server, backup_server, call, caplog, status, cls, kind
+):
+    mock_server.push(status, json={"error": {"message": "nope"}})
+    backup_server.push_text("backup")
+    events: list[object] = []
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, on_event=events.append
+    )
+    caplog.set_level(logging.INFO, logger="failover")
+    assert call(client).provider == "b"
+    [moved] = [e for e in events if isinstance(e, failover.FailedOver)]
+    assert type(moved.error) is cls and moved.error.kind == kind
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "a returned" in warnings[0].getMessage(), caplog.records
+    # Named in stop_on: the call ends at once, the backup is never called.
+    strict = failover.RetryPolicy(stop_on={"bad_request", "auth", "not_found"})
+    mock_server.push(status, json={"error": {"message": "nope"}})
+    with pytest.raises(cls):
+        call(client, retry=strict)
+    assert len(backup_server.requests) == 1
+    if status == 404:
+        assert issubclass(cls, failover.BadRequest)
+
+
+def test_an_empty_stop_on_lets_even_a_400_fail_over(mock_server, backup_server, call):
+    mock_server.push(400, json={"error": {"message": "this model rejects the request"}})
+    backup_server.push_text("backup")
+    lenient = failover.RetryPolicy(stop_on=set())
+    client = failover.Client({"a": openai(mock_server), "b": openai(backup_server)})
+    assert call(client, retry=lenient).provider == "b"
+    mock_server.push(400)
+    with pytest.raises(failover.BadRequest):
+        call(client)  # the default ends the call on a 400
+    assert len(backup_server.requests) == 1
+
+
+def test_stop_on_is_checked_when_given():
+    assert failover.RetryPolicy().stop_on == frozenset({"bad_request"})
+    assert failover.RetryPolicy(stop_on=["auth"]).stop_on == frozenset({"auth"})
+    for bad in ("auth", {"auht"}, 5, [None]):
+        with pytest.raises(failover.ConfigurationError, match="stop_on"):
+            failover.RetryPolicy(stop_on=bad)  # type: ignore[arg-type]
+    with pytest.raises(failover.ConfigurationError, match="'auth' for AuthenticationError"):
+        failover.RetryPolicy(stop_on={failover.AuthenticationError})  # type: ignore[arg-type]
+    policy = failover.RetryPolicy(stop_on={"auth", "bad_request"})
+    assert "stop_on={'auth', 'bad_request'}" in repr(policy)
+    assert policy != failover.RetryPolicy()
+    import pickle
+
+    assert pickle.loads(pickle.dumps(policy)) == policy
+
+
+def test_presets_keep_their_peers_rules(mock_server, backup_server, call):
+    # laravel/ai raises on a 401; the default policy fails over.
+    assert "auth" in failover.RetryPolicy.laravel().stop_on
+    mock_server.push(401)
+    client = failover.Client({"a": openai(mock_server), "b": openai(backup_server)})
+    with pytest.raises(failover.AuthenticationError):
+        call(client, retry=failover.RetryPolicy.laravel())
+    assert backup_server.requests == []
+    # openai-python gives up on a 404 at once; then the default stop_on applies.
+    assert failover.RetryPolicy.openai().stop_on == frozenset({"bad_request"})
+    mock_server.push(404)
+    backup_server.push_text("backup")
+    assert call(client, retry=failover.RetryPolicy.openai()).provider == "b"
+    assert len(mock_server.requests) == 2
+
+
+# 4. FakeSleeper under concurrency ---------------------------------------------
+
+
+@pytest.fixture
+def ten_servers() -> Iterator[list[MockServer]]:
+    servers = [MockServer() for _ in range(10)]
+    for server in servers:
+        server.push(429, headers={"retry-after": "3"})
+        server.push_text("waited")
+    yield servers
+    for server in servers:
+        server.close()
+
+
+def _clients(servers: list[MockServer], sleeper: FakeSleeper) -> list[failover.Client]:
+    return [
+        failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0) for s in servers
+    ]
+
+
+def test_concurrent_async_calls_each_count_only_their_own_sleeps(ten_servers):
+    sleeper = FakeSleeper()
+    start = sleeper.time()
+    clients = _clients(ten_servers, sleeper)
+
+    async def main() -> list[failover.Response]:
+        return await asyncio.gather(*(c.prompt_async("Hi") for c in clients))
+
+    answers = asyncio.run(main())
+    assert [r.text for r in answers] == ["waited"] * 10
+    sleeper.assert_sequence([3.0] * 10)
+    # The shared clock shows the latest time any call reached, not their sum.
+    assert sleeper.time() == start + 3.0
+
+
+def test_concurrent_threads_each_count_only_their_own_sleeps(ten_servers):
+    sleeper = FakeSleeper()
+    clients = _clients(ten_servers, sleeper)
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda c: c.prompt("Hi"), clients))
+    assert [r.text for r in answers] == ["waited"] * 10
+    assert sleeper.sleeps == [3.0] * 10
+
+
+def test_one_call_still_counts_all_of_its_own_sleeps(mock_server):
+    for _ in range(3):
+        mock_server.push(429, headers={"retry-after": "4"})
+    client = failover.Client(
+        {"a": openai(mock_server)}, sleeper=FakeSleeper(), deadline=10.0,
+        retry=failover.RetryPolicy(max_retries_last=5),
+    )
+    # 4 + 4 = 8 s slept; a third 4 s wait would end past the deadline.
+    with pytest.raises(failover.RateLimited):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 3
+
+
+# 5. Bad messages -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("messages", "why"),
+    [
+        ([], "empty"),
+        ([{"role": "user"}], "needs 'content'"),
+        ([{"role": "user", "content": None}], "needs 'content'"),
+        ([{"role": "robot", "content": "Hi"}], "unknown role 'robot'|unknown role \"robot\""),
+        ([{"content": "Hi"}], "needs a 'role'"),
+        (["Hi"], "must be a dict"),
+        ([{"role": "user", "content": 5}], "str or a list of parts"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant"}], "message 1"),
+    ],
+)
+def test_bad_messages_are_refused_before_any_request(mock_server, call, messages, why):
+    client = failover.Client({"a": openai(mock_server)})
+    with pytest.raises(failover.ConfigurationError, match=why):
+        call(client, messages)
+    assert mock_server.requests == []
+
+
+def test_an_assistant_message_with_tool_calls_needs_no_content(mock_server):
+    mock_server.push_text("ok")
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    assert failover.Client({"a": openai(mock_server)}).prompt(messages).text == "ok"
+
+
+# 6. Options checked when given -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: failover.Client(
+            {"a": failover.OpenAI(model="m", api_key="k")},
+            on_event="oops",  # type: ignore[arg-type]
+        ),
+        lambda: failover.OpenAICompatible(model="m", base_url="http://exa mple.com/v1"),
+        lambda: failover.OpenAICompatible(model="m", base_url="ftp://example.com/v1"),
+        lambda: failover.OpenAICompatible(model="m", base_url="https://example.com/v1#frag"),
+        lambda: failover.OpenAICompatible(model="m", base_url="https://:443/v1"),
+        lambda: failover.OpenAI(model="m", api_key="k", headers={"bad name": "x"}),
+        lambda: failover.OpenAI(model="m", api_key="k", headers={"x-team": "a\x7fb"}),
+        lambda: failover.OpenAI(model="m", api_key=b"bytes-key"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_options_are_configuration_errors_when_given(build):
+    with pytest.raises(failover.ConfigurationError):
+        build()
+
+
+def test_an_async_on_event_hook_is_refused():
+    async def hook(event: object) -> None:
+        pass
+
+    with pytest.raises(failover.ConfigurationError, match="plain function"):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, on_event=hook)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"proxy": "not a url"},
+        {"proxy": "socks5://127.0.0.1:1080"},
+        {"proxy": 8080},
+        {"verify": "/no/such/ca.pem"},
+        {"verify": 1},
+        {"http2": "yes"},
+        {"max_idle_connections": -1},
+        {"max_idle_connections": 1.5},
+    ],
+)
+def test_bad_transport_options_are_configuration_errors_when_given(options):
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, **options)
+
+
+def test_a_file_that_is_not_a_ca_bundle_is_refused(tmp_path):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    with pytest.raises(failover.ConfigurationError, match="CA bundle"):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, verify=str(junk))
+
+
+# 8 and 9. Connection failures name the provider and host; connect timeouts -----
+
+
+def test_a_refused_connection_names_the_provider_and_host(call):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    provider = failover.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}/v1")
+    client = failover.Client({"local-vllm": provider}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ProviderConnectionError) as info:
+        call(client)
+    text = str(info.value)
+    assert "local-vllm" in text and f"127.0.0.1:{port}" in text, text
+    assert not isinstance(info.value, failover.ProviderTimeout)
+
+
+def test_a_connect_timeout_is_a_provider_timeout_that_says_so(call):
+    # A listening socket whose accept queue is full drops new SYNs: connecting
+    # to it hangs until the connect timeout (loopback only).
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(8):
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    try:
+        provider = failover.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}/v1")
+        client = failover.Client({"p": provider}, connect_timeout=0.3, retry=SINGLE_TRY)
+        with pytest.raises(failover.ProviderTimeout) as info:
+            call(client)
+    finally:
+        for s in [*fillers, listener]:
+            s.close()
+    text = str(info.value)
+    assert "deadline has elapsed" not in text, text
+    assert "connect_timeout" in text and f"127.0.0.1:{port}" in text and "p:" in text, text
+    assert isinstance(info.value, TimeoutError) and info.value.kind == "timeout"
+
+
+def test_a_read_timeout_names_the_host(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client({"slow": openai(mock_server)}, timeout=0.2, retry=SINGLE_TRY)
+    with pytest.raises(failover.ProviderTimeout, match=r"slow: no response from 127\.0\.0\.1"):
+        call(client)
+
+
+# 10. Public signatures resolve under typing.get_type_hints ---------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        failover.Client.__init__,
+        failover.Client.prompt,
+        failover.Client.prompt_async,
+        failover.retry_after,
+        failover.OpenAI.__init__,
+        failover.Anthropic.__init__,
+        failover.OpenAICompatible.__init__,
+        failover.Provider.__init__,
+        failover.RetryPolicy.__init__,
+        failover.RetryPolicy.ruby_llm,
+        failover.Backoff.__init__,
+    ],
+)
+def test_public_signatures_resolve_under_get_type_hints(target):
+    hints = typing.get_type_hints(target)
+    assert "return" in hints
+
+
+# 12. Smaller ones ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("headers", [None, 5, "retry-after: 1", [("a",)]])
+def test_retry_after_says_what_headers_must_be(headers):
+    with pytest.raises(TypeError, match="headers must be"):
+        failover.retry_after(headers)  # type: ignore[arg-type]
+
+
+def test_client_repr_shows_every_bound():
+    client = failover.Client(
+        {"a": failover.OpenAI(model="m", api_key="k")}, deadline=30.0, connect_timeout=2.5
+    )
+    text = repr(client)
+    assert "deadline=30.0" in text and "connect_timeout=2.5" in text, text
+
+
+def test_the_readme_stands_alone():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "../shared" not in readme and "DESIGN" not in readme
+
+
+# Lifecycle -------------------------------------------------------------------------
+
+
+def test_close_and_context_managers(mock_server):
+    mock_server.push_text("one")
+    with failover.Client({"a": openai(mock_server)}) as client:
+        assert client.prompt("Hi").text == "one"
+        assert not client.is_closed
+    assert client.is_closed and "closed" in repr(client)
+    with pytest.raises(failover.FailoverError, match="closed"):
+        client.prompt("Hi")
+    client.close()  # twice is harmless
+
+    async def main() -> None:
+        mock_server.push_text("two")
+        async with failover.Client({"a": openai(mock_server)}) as aclient:
+            assert (await aclient.prompt_async("Hi")).text == "two"
+        with pytest.raises(failover.FailoverError, match="closed"):
+            await aclient.prompt_async("Hi")
+
+    asyncio.run(main())
+    assert len(mock_server.requests) == 2
+
+
+def test_a_call_in_flight_finishes_when_the_client_is_closed(mock_server):
+    mock_server.push_text("finished", delay=0.3)
+    client = failover.Client({"a": openai(mock_server)})
+
+    async def main() -> str:
+        task = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.1)
+        client.close()
+        return (await task).text
+
+    assert asyncio.run(main()) == "finished"
+
+
+# Transport ------------------------------------------------------------------------
+
+
+def test_a_proxy_carries_every_request(mock_server):
+    # A MockServer as the proxy: a request sent through a proxy names the
+    # whole target URL in its request line.
+    mock_server.push_text("via proxy")
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
+    client = failover.Client({"a": target}, proxy=mock_server.url)
+    assert client.prompt("Hi").text == "via proxy"
+    assert mock_server.requests[0].path == "http://upstream.invalid/v1/chat/completions"
+
+
+def test_the_proxy_environment_variables_are_honoured(mock_server, monkeypatch):
+    mock_server.push_text("via env proxy")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", mock_server.url)
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
+    assert failover.Client({"a": target}).prompt("Hi").text == "via env proxy"
+    assert mock_server.requests[0].path.startswith("http://upstream.invalid/")
+
+
+def test_a_proxy_password_never_shows(mock_server):
+    client = failover.Client(
+        {"a": openai(mock_server)}, proxy="http://user:hunter2-secret@127.0.0.1:1"
+    )
+    assert "hunter2" not in repr(client)
+
+
+def test_http1_only_and_an_idle_pool_limit_still_call(mock_server):
+    mock_server.push_text("a")
+    mock_server.push_text("b")
+    client = failover.Client(
+        {"a": openai(mock_server)}, http2=False, max_idle_connections=0
+    )
+    assert [client.prompt("Hi").text for _ in range(2)] == ["a", "b"]
+
+
+# api_key callables -------------------------------------------------------------------
+
+
+def test_a_key_callable_is_called_for_each_attempt_and_redacted(mock_server, caplog):
+    keys = iter(["rotating-key-0001", "rotating-key-0002"])
+    mock_server.push(
+        429,
+        headers={"retry-after": "1"},
+        json={"error": {"message": "key rotating-key-0001 is throttled"}},
+    )
+    mock_server.push_text("ok")
+    events: list[object] = []
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, api_key=lambda: next(keys)
+    )
+    caplog.set_level(logging.DEBUG, logger="failover")
+    client = failover.Client({"a": provider}, sleeper=FakeSleeper(), on_event=events.append)
+    assert client.prompt("Hi").text == "ok"
+    sent = [r.headers["authorization"] for r in mock_server.requests]
+    assert sent == ["Bearer rotating-key-0001", "Bearer rotating-key-0002"]
+    for text in [r.getMessage() for r in caplog.records] + [repr(e) for e in events]:
+        assert "rotating-key-0001" not in text, text
+
+
+def test_a_key_callable_that_raises_fails_over(mock_server, backup_server, call):
+    def broken() -> str:
+        raise RuntimeError("token service down")
+
+    backup_server.push_text("backup")
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=broken)
+    client = failover.Client({"a": provider, "b": openai(backup_server)})
+    r = call(client)
+    assert r.provider == "b" and r.attempts[0].kind == "auth"
+    assert mock_server.requests == []
+    with pytest.raises(failover.AuthenticationError, match="token service down"):
+        call(failover.Client({"a": provider}))
+
+
+def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server, call):
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, api_key=lambda: None  # type: ignore[arg-type,return-value]
+    )
+    with pytest.raises(failover.ConfigurationError, match="api_key callable"):
+        call(failover.Client({"a": provider}))
+    assert mock_server.requests == []
+
+
+def test_a_key_callable_over_plain_http_to_a_remote_host_is_refused():
+    provider = failover.OpenAICompatible(
+        model="m", base_url="http://gateway.example.com/v1", api_key=lambda: "k" * 20
+    )
+    with pytest.raises(failover.ConfigurationError, match="plain http"):
+        failover.Client({"g": provider})
