@@ -10,10 +10,8 @@ use pyo3::types::PyString;
 use tokio::sync::oneshot;
 
 use super::clock::CallClock;
-use super::convert::{
-    call_error, configuration_error, failover_error, internal_error, messages_from, seconds,
-    text_arg,
-};
+use super::convert::{call_error, messages_from, text_arg};
+use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::runtime::{runtime, Interrupt};
 use super::seam::{

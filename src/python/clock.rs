@@ -9,7 +9,7 @@ use pyo3::types::{PyCFunction, PyDict, PyTuple};
 use pyo3_async_runtimes::TaskLocals;
 use tokio::sync::oneshot;
 
-use super::convert::configuration_error;
+use super::errors::configuration_error;
 use super::runtime::Interrupt;
 use crate::engine::clock::SleepFuture;
 use crate::engine::{Clock, ManualCallClock, ManualClock, TokioClock};

@@ -1,60 +1,14 @@
-//! Conversions between Python values and the engine's: messages in, results
-//! and typed exceptions out.
-
-use std::time::Duration;
+//! Conversions between Python values and the engine's: messages in, typed
+//! exceptions out.
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
+use super::errors::{configuration_error, exceptions_attr};
 use super::seam::attempts_list;
-use crate::engine::{hints, CallError, CallFailure, ProviderFailure};
+use crate::engine::{CallError, CallFailure, ProviderFailure};
 use crate::providers::ProviderConfig;
-
-/// A function or class of `failover._exceptions`, looked up once.
-pub fn exceptions_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let module = MODULE.get_or_try_init(py, || {
-        PyModule::import(py, "failover._exceptions").map(Bound::unbind)
-    })?;
-    module.bind(py).getattr(name)
-}
-
-/// A `failover.ConfigurationError` (also a `ValueError`).
-pub fn configuration_error(message: impl Into<String>) -> PyErr {
-    failover_exception("ConfigurationError", message.into())
-}
-
-/// A bare `failover.FailoverError` for what should never happen (a panic,
-/// a lost task): typed like every other failure, never a PanicException.
-pub fn internal_error(what: impl std::fmt::Display) -> PyErr {
-    failover_error(format!("internal error in failover: {what}"))
-}
-
-/// A bare `failover.FailoverError` (a closed client, a forked process).
-pub fn failover_error(message: impl Into<String>) -> PyErr {
-    failover_exception("FailoverError", message.into())
-}
-
-/// An instance of a `failover._exceptions` class, as a `PyErr`.
-fn failover_exception(class: &str, message: String) -> PyErr {
-    Python::attach(
-        |py| match exceptions_attr(py, class).and_then(|c| c.call1((&message,))) {
-            Ok(error) => PyErr::from_value(error),
-            Err(e) => e,
-        },
-    )
-}
-
-/// Seconds from Python as a `Duration`, refusing what no clock can hold.
-pub fn seconds(name: &str, value: f64) -> PyResult<Duration> {
-    hints::secs(value).ok_or_else(|| {
-        configuration_error(format!(
-            "{name} must be a finite number of seconds >= 0, got {value}"
-        ))
-    })
-}
 
 /// An optional text argument: a `str` that UTF-8 can carry, or a
 /// `ConfigurationError` naming the argument.

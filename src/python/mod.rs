@@ -6,6 +6,7 @@
 mod client;
 mod clock;
 mod convert;
+mod errors;
 mod events;
 mod mock;
 mod runtime;

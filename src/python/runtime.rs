@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
-use super::convert::failover_error;
+use super::errors::failover_error;
 
 /// The runtime pyo3-async-runtimes owns, for this process only: its worker
 /// threads do not survive `fork()`, and a call in a forked child would wait

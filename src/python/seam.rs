@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString};
 
-use super::convert::{configuration_error, seconds};
+use super::errors::{configuration_error, seconds};
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
