@@ -3,10 +3,12 @@ hang or a wrong answer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import failover
-from failover.testing import FakeSleeper
+from failover.testing import FakeSleeper, MockServer
 
 from conftest import anthropic, openai
 
@@ -64,11 +66,10 @@ def test_a_body_cut_short_is_a_server_error(mock_server, call):
         call(client)
 
 
-@pytest.mark.parametrize(
-    "value", ["1e308", "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT", "1_000", "0x10"]
-)
-def test_malformed_retry_after_values_are_no_hint(mock_server, backup_server, call, value):
-    mock_server.push(429, headers={"retry-after": value, "retry-after-ms": value})
+def _failed_over_without_sleeping(
+    mock_server: MockServer, backup_server: MockServer, call: Any
+) -> failover.FailedOver:
+    """Calls a -> b once a's scripted 429 is pushed; returns the FailedOver event."""
     backup_server.push_text("backup")
     sleeper = FakeSleeper()
     events: list[object] = []
@@ -79,8 +80,17 @@ def test_malformed_retry_after_values_are_no_hint(mock_server, backup_server, ca
     )
     assert call(client).provider == "b"
     sleeper.assert_never_slept()
-    # Read as no hint at all, not as a hint over the cap.
     [left] = [e for e in events if isinstance(e, failover.FailedOver)]
+    return left
+
+
+@pytest.mark.parametrize(
+    "value", ["1e308", "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT", "1_000", "0x10"]
+)
+def test_malformed_retry_after_values_are_no_hint(mock_server, backup_server, call, value):
+    mock_server.push(429, headers={"retry-after": value, "retry-after-ms": value})
+    left = _failed_over_without_sleeping(mock_server, backup_server, call)
+    # Read as no hint at all, not as a hint over the cap.
     assert left.error.retry_after is None
     assert left.reason == "no wait hint; rate_limited fails over at once"
 
@@ -95,17 +105,7 @@ def test_an_absurdly_long_wait_counts_as_1e9_seconds_and_fails_over(
     # Read as "no hint" before, so the provider asking for the longest wait
     # was backed off 0.5 s and hit again: the soonest retry of all.
     mock_server.push(429, headers={"retry-after": value})
-    backup_server.push_text("backup")
-    sleeper = FakeSleeper()
-    events: list[object] = []
-    client = failover.Client(
-        {"a": openai(mock_server), "b": openai(backup_server)},
-        sleeper=sleeper,
-        on_event=events.append,
-    )
-    assert call(client).provider == "b"
-    sleeper.assert_never_slept()
-    [left] = [e for e in events if isinstance(e, failover.FailedOver)]
+    left = _failed_over_without_sleeping(mock_server, backup_server, call)
     assert left.error.retry_after == 1e9
     assert "over the 10s cap" in left.reason
     assert failover.retry_after({"retry-after": value}) == 1e9

@@ -211,9 +211,7 @@ def ten_servers() -> Iterator[list[MockServer]]:
 
 
 def _clients(servers: list[MockServer], sleeper: FakeSleeper) -> list[failover.Client]:
-    return [
-        failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0) for s in servers
-    ]
+    return [failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0) for s in servers]
 
 
 def test_concurrent_async_calls_each_count_only_their_own_sleeps(ten_servers):
@@ -244,7 +242,9 @@ def test_one_call_still_counts_all_of_its_own_sleeps(mock_server):
     for _ in range(3):
         mock_server.push(429, headers={"retry-after": "4"})
     client = failover.Client(
-        {"a": openai(mock_server)}, sleeper=FakeSleeper(), deadline=10.0,
+        {"a": openai(mock_server)},
+        sleeper=FakeSleeper(),
+        deadline=10.0,
         retry=failover.RetryPolicy(max_retries_last=5),
     )
     # 4 + 4 = 8 s slept; a third 4 s wait would end past the deadline.
@@ -514,9 +514,7 @@ def test_a_proxy_password_never_shows(mock_server):
 def test_http1_only_and_an_idle_pool_limit_still_call(mock_server):
     mock_server.push_text("a")
     mock_server.push_text("b")
-    client = failover.Client(
-        {"a": openai(mock_server)}, http2=False, max_idle_connections=0
-    )
+    client = failover.Client({"a": openai(mock_server)}, http2=False, max_idle_connections=0)
     assert [client.prompt("Hi").text for _ in range(2)] == ["a", "b"]
 
 
@@ -560,7 +558,9 @@ def test_a_key_callable_that_raises_fails_over(mock_server, backup_server, call)
 
 def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server, call):
     provider = failover.OpenAICompatible(
-        model="m", base_url=mock_server.url, api_key=lambda: None  # type: ignore[arg-type,return-value]
+        model="m",
+        base_url=mock_server.url,
+        api_key=lambda: None,  # type: ignore[arg-type,return-value]
     )
     with pytest.raises(failover.ConfigurationError, match="api_key callable"):
         call(failover.Client({"a": provider}))
