@@ -218,7 +218,7 @@ impl ReqwestTransport {
             let message = format!("cannot send a request to {host}: {}", describe(error));
             (ErrorKind::BadRequest, message)
         } else if error.is_connect() {
-            let message = format!("cannot connect to {host}: {}", describe(error));
+            let message = format!("cannot connect to {host}: {}", root_cause(error));
             (ErrorKind::Connection, message)
         } else {
             let message = format!(
@@ -261,6 +261,19 @@ pub fn host_of(url: &str) -> String {
         }
         Err(_) => "the provider's host".to_string(),
     }
+}
+
+/// The innermost cause, which says what happened ("Connection refused (os
+/// error 111)", "invalid peer certificate: UnknownIssuer") without the
+/// layers of wrapping; never the URL.
+fn root_cause(error: &reqwest::Error) -> String {
+    let mut source = std::error::Error::source(error);
+    let mut innermost = None;
+    while let Some(cause) = source {
+        innermost = Some(cause);
+        source = cause.source();
+    }
+    innermost.map_or_else(|| describe(error), ToString::to_string)
 }
 
 /// The error and its causes, without the URL (which may carry a key).
