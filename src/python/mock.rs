@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::mock::{Fault, MockServer, ScriptedResponse};
+use crate::testing::{Fault, MockServer, ScriptedResponse};
 
 #[pyclass(frozen, module = "failover._native")]
 pub struct NativeMockServer {
