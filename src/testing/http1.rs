@@ -322,9 +322,9 @@ mod tests {
     #[tokio::test]
     async fn keep_alive_serves_several_requests() {
         let server = MockServer::start(&Handle::current()).unwrap();
-        server.push(json(200, "{}"));
-        server.push(ScriptedResponse::new(529));
-        server.push(json(201, "[]"));
+        server.push(json(200, "{}")).unwrap();
+        server.push(ScriptedResponse::new(529)).unwrap();
+        server.push(json(201, "[]")).unwrap();
         let mut c = connect(&server).await;
         let mut buf = Vec::new();
         c.write_all(b"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nab")
@@ -374,7 +374,9 @@ mod tests {
     #[tokio::test]
     async fn sse_streams_events_then_closes() {
         let server = MockServer::start(&Handle::current()).unwrap();
-        server.push(sse(&["data: {\"a\":1}", "event: done\ndata: [DONE]"]));
+        server
+            .push(sse(&["data: {\"a\":1}", "event: done\ndata: [DONE]"]))
+            .unwrap();
         let mut c = connect(&server).await;
         let r = roundtrip(&mut c, "POST /stream HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
         assert_eq!(r.status, 200);

@@ -18,6 +18,7 @@ mod server;
 mod test_client;
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -74,6 +75,34 @@ impl ScriptedResponse {
         }
     }
 }
+
+/// The statuses a [`ScriptedResponse`] may have.
+pub const STATUS_RANGE: std::ops::RangeInclusive<u16> = 100..=599;
+
+/// Why [`MockServer::push`] refused a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushError {
+    /// The status is outside [`STATUS_RANGE`].
+    InvalidStatus(u16),
+    /// The server was closed: no request could take the response.
+    Closed,
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::InvalidStatus(status) => write!(
+                f,
+                "status must be an HTTP status code from 100 to 599, got {status}"
+            ),
+            PushError::Closed => {
+                f.write_str("the MockServer is closed: a response pushed now would never be served")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PushError {}
 
 /// A request as received by the mock server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,8 +169,18 @@ impl MockServer {
     }
 
     /// Appends a response to the script (FIFO, shared across connections).
-    pub fn push(&self, response: ScriptedResponse) {
+    ///
+    /// A bad script fails at once: a status outside 100-599, or a push after
+    /// [`MockServer::close`] (which no request could ever take).
+    pub fn push(&self, response: ScriptedResponse) -> Result<(), PushError> {
+        if !STATUS_RANGE.contains(&response.status) {
+            return Err(PushError::InvalidStatus(response.status));
+        }
+        if *self.shutdown.borrow() {
+            return Err(PushError::Closed);
+        }
         lock(&self.shared).script.push_back(response);
+        Ok(())
     }
 
     /// All requests received so far, in arrival order.
@@ -152,6 +191,11 @@ impl MockServer {
     /// Number of scripted responses not yet served.
     pub fn pending(&self) -> usize {
         lock(&self.shared).script.len()
+    }
+
+    /// The status of each scripted response not yet served, in script order.
+    pub fn pending_statuses(&self) -> Vec<u16> {
+        lock(&self.shared).script.iter().map(|r| r.status).collect()
     }
 
     /// Stops accepting and ends every connection, including hanging ones. Idempotent.
@@ -176,13 +220,13 @@ mod tests {
     async fn fifo_order_and_recording() {
         let server = MockServer::start(&Handle::current()).unwrap();
         assert!(server.url().starts_with("http://127.0.0.1:"));
-        server.push(json(200, r#"{"n":1}"#));
+        server.push(json(200, r#"{"n":1}"#)).unwrap();
         let mut second = json(429, r#"{"n":2}"#);
         second.headers = vec![
             ("retry-after".into(), "3".into()),
             ("Content-Type".into(), "application/problem+json".into()),
         ];
-        server.push(second);
+        server.push(second).unwrap();
         assert_eq!(server.pending(), 2);
 
         let mut c1 = connect(&server).await;
@@ -225,6 +269,49 @@ mod tests {
         assert!(reqs[1].body.is_empty());
     }
 
+    #[tokio::test]
+    async fn push_refuses_a_status_outside_100_to_599() {
+        let server = MockServer::start(&Handle::current()).unwrap();
+        for status in [0, 42, 99, 600, 999, u16::MAX] {
+            assert_eq!(
+                server.push(ScriptedResponse::new(status)),
+                Err(PushError::InvalidStatus(status))
+            );
+        }
+        assert_eq!(server.pending(), 0);
+        for status in [100, 200, 429, 599] {
+            server.push(ScriptedResponse::new(status)).unwrap();
+        }
+        assert_eq!(server.pending_statuses(), [100, 200, 429, 599]);
+        assert_eq!(
+            PushError::InvalidStatus(42).to_string(),
+            "status must be an HTTP status code from 100 to 599, got 42"
+        );
+    }
+
+    #[tokio::test]
+    async fn push_after_close_is_refused() {
+        let server = MockServer::start(&Handle::current()).unwrap();
+        server.push(json(200, "{}")).unwrap();
+        server.close();
+        assert_eq!(server.push(json(200, "{}")), Err(PushError::Closed));
+        assert_eq!(server.pending(), 1);
+        assert!(PushError::Closed.to_string().contains("closed"));
+    }
+
+    #[tokio::test]
+    async fn pending_statuses_follow_the_script() {
+        let server = MockServer::start(&Handle::current()).unwrap();
+        server.push(json(429, "{}")).unwrap();
+        server.push(json(200, "{}")).unwrap();
+        server.push(ScriptedResponse::new(503)).unwrap();
+        assert_eq!(server.pending_statuses(), [429, 200, 503]);
+        let mut c = connect(&server).await;
+        let r = roundtrip(&mut c, "GET / HTTP/1.1\r\n\r\n").await;
+        assert_eq!(r.status, 429);
+        assert_eq!(server.pending_statuses(), [200, 503]);
+    }
+
     #[test]
     fn start_from_outside_the_runtime() {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -233,7 +320,7 @@ mod tests {
             .build()
             .unwrap();
         let server = MockServer::start(rt.handle()).unwrap();
-        server.push(json(503, r#"{"e":1}"#));
+        server.push(json(503, r#"{"e":1}"#)).unwrap();
         let mut c = std::net::TcpStream::connect(server.addr).unwrap();
         c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         std::io::Write::write_all(&mut c, b"GET /sync HTTP/1.1\r\nConnection: close\r\n\r\n")

@@ -217,7 +217,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = json(200, "{}");
         r.delay = Duration::from_millis(150);
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         let start = Instant::now();
         let r = roundtrip(&mut c, "GET / HTTP/1.1\r\n\r\n").await;
@@ -230,7 +230,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = ScriptedResponse::new(200);
         r.fault = Some(Fault::Reset);
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         c.write_all(b"POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\nx")
             .await
@@ -245,7 +245,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = json(200, "{}");
         r.fault = Some(Fault::Hang);
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         c.write_all(b"GET /hang HTTP/1.1\r\n\r\n").await.unwrap();
         let mut scratch = [0u8; 64];
@@ -267,7 +267,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = ScriptedResponse::new(200);
         r.fault = Some(Fault::Hang);
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -280,7 +280,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = sse(&["data: 1", "data: 2", "data: 3"]);
         r.fault = Some(Fault::CutAfterEvents(2));
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         c.write_all(b"GET /s HTTP/1.1\r\n\r\n").await.unwrap();
         // Let the reset arrive before reading: delivered data must stay readable.
@@ -309,7 +309,7 @@ mod tests {
         let server = MockServer::start(&Handle::current()).unwrap();
         let mut r = json(200, "0123456789");
         r.fault = Some(Fault::CutAfterEvents(4));
-        server.push(r);
+        server.push(r).unwrap();
         let mut c = connect(&server).await;
         c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         let mut got = Vec::new();
