@@ -1,14 +1,14 @@
 //! failover: a retry-after and failover engine for calls to LLM providers.
 //!
 //! The [`engine`] decides (no I/O types in it); [`http`] and [`providers`] speak
-//! to the wire; [`mock`] is the scripted test server; `python` holds the pyo3
+//! to the wire; [`testing`] is the scripted test server; `python` holds the pyo3
 //! bindings, compiled only with the `python` feature that maturin enables.
 
 pub mod conversation;
 pub mod engine;
 pub mod http;
-pub mod mock;
 pub mod providers;
+pub mod testing;
 
 #[cfg(feature = "python")]
 mod python;

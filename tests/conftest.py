@@ -9,6 +9,9 @@ import pytest
 import failover
 from failover.testing import MockServer
 
+# Runs small inner test files, to check the plugin's fixtures and markers.
+pytest_plugins = ["pytester"]
+
 KEY = "sk-test-do-not-leak-1234567890"
 
 

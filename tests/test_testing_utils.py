@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import http.client
 import json
+import re
+import urllib.parse
+from http import HTTPStatus
 
 import pytest
 
@@ -76,6 +80,110 @@ def test_mock_server_records_and_scripts():
         with pytest.raises(ValueError):
             server.push_text("x", wire="carrier-pigeon")
     assert "MockServer(url='http://127.0.0.1:" in repr(server)
+
+
+def _request(server: MockServer) -> int:
+    """One plain GET to ``server``; its status."""
+    url = urllib.parse.urlsplit(server.url)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=5)
+    try:
+        conn.request("GET", "/")
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("status", [42, 99, 600, 70000, -1, 10**30, 200.0, "200", None])
+def test_a_status_outside_100_to_599_is_a_value_error_at_once(status):
+    with MockServer() as server:
+        with pytest.raises(ValueError, match=rf"100 to 599, got {re.escape(repr(status))}$"):
+            server.push(status)
+        assert server.pending == 0
+
+
+def test_statuses_from_100_to_599_are_accepted():
+    with MockServer() as server:
+        for status in (599, HTTPStatus.TOO_MANY_REQUESTS, 100):
+            server.push(status)
+        message = "3 scripted responses were never requested: [599, 429, 100]"
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            server.assert_all_used()
+        assert [_request(server) for _ in range(2)] == [599, 429]
+        assert repr(server).endswith("pending=1)")
+
+
+def test_a_push_after_close_is_a_value_error():
+    with MockServer() as server:
+        server.push(503)
+    with pytest.raises(ValueError, match="MockServer is closed"):
+        server.push(200)
+    with pytest.raises(ValueError, match="MockServer is closed"):
+        server.push_text("too late")
+    assert server.pending == 1
+
+
+def test_assert_all_used_names_what_was_never_requested():
+    with MockServer() as server:
+        server.push(429, headers={"retry-after": "1"})
+        server.push_text("ok")
+        message = "2 scripted responses were never requested: [429, 200]"
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            server.assert_all_used()
+        assert _request(server) == 429
+        with pytest.raises(AssertionError, match=re.escape("1 scripted response was never")):
+            server.assert_all_used()
+        assert _request(server) == 200
+        server.assert_all_used()
+
+
+def test_the_mock_server_fixture_checks_at_teardown_unless_marked(pytester):
+    pytester.makepyfile(
+        """
+        import http.client
+        import urllib.parse
+
+        import pytest
+
+        servers = []
+
+        def test_leaves_two(mock_server):
+            servers.append(mock_server)
+            mock_server.push(429)
+            mock_server.push_text("unused")
+
+        def test_a_failed_check_still_closes_the_server():
+            with pytest.raises(ValueError, match="closed"):
+                servers[0].push(200)
+
+        @pytest.mark.mock_server(assert_all_used=False)
+        def test_opts_out(mock_server):
+            mock_server.push(503)
+
+        def test_uses_all(mock_server):
+            mock_server.push(204)
+            url = urllib.parse.urlsplit(mock_server.url)
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+            conn.request("GET", "/")
+            assert conn.getresponse().status == 204
+            conn.close()
+
+        @pytest.mark.mock_server(assert_all_usd=False)
+        def test_a_misspelt_option(mock_server):
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, errors=2)
+    result.stdout.re_match_lines(
+        [
+            r".*ERROR at teardown of test_leaves_two.*",
+            r"E +AssertionError: 2 scripted responses were never requested: \[429, 200\]",
+        ]
+    )
+    result.stdout.re_match_lines([r".*ERROR at setup of test_a_misspelt_option.*"])
+    result.stdout.no_re_match_line(r".*ERROR at teardown of test_(opts_out|uses_all).*")
 
 
 def test_retry_after_function():

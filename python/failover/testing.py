@@ -7,7 +7,9 @@
 - ``MockServer``: a real HTTP server on 127.0.0.1 (in Rust) playing back
   scripted responses in order.
 
-The pytest plugin offers both as the ``fake_sleep`` and ``mock_server`` fixtures.
+The pytest plugin offers both as the ``fake_sleep`` and ``mock_server`` fixtures;
+the ``mock_server`` fixture fails a test at teardown that leaves scripted
+responses unserved (``MockServer.assert_all_used()``).
 """
 
 from __future__ import annotations
@@ -179,6 +181,9 @@ class MockServer:
         ``delay`` waits (really) before answering. ``fault``: ``"reset"`` drops
         the connection, ``"hang"`` never answers, ``"cut:N"`` stops a stream
         after N events (or a body after N bytes).
+
+        A bad script fails here, at once, with ``ValueError``: a ``status``
+        that is not an int from 100 to 599, or a push after ``close()``.
         """
         pairs = list(headers.items() if isinstance(headers, Mapping) else headers or [])
         if json is not None and body is not None:
@@ -214,6 +219,20 @@ class MockServer:
     def pending(self) -> int:
         """Scripted responses not served yet."""
         return self._native.pending
+
+    def assert_all_used(self) -> None:
+        """Asserts every scripted response was served.
+
+        Raises ``AssertionError`` naming how many are left and their statuses,
+        e.g. ``2 scripted responses were never requested: [429, 200]``. The
+        ``mock_server`` fixture calls it at teardown; opt a test out with
+        ``@pytest.mark.mock_server(assert_all_used=False)``.
+        """
+        __tracebackhide__ = True
+        left = self._native.pending_statuses()
+        if left:
+            were = "response was" if len(left) == 1 else "responses were"
+            raise AssertionError(f"{len(left)} scripted {were} never requested: {left}")
 
     def close(self) -> None:
         """Stops the server and ends every connection, hanging ones too."""

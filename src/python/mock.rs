@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::mock::{Fault, MockServer, ScriptedResponse};
+use crate::testing::{Fault, MockServer, ScriptedResponse};
 
 #[pyclass(frozen, module = "failover._native")]
 pub struct NativeMockServer {
@@ -24,6 +24,20 @@ fn parse_fault(fault: Option<&str>) -> PyResult<Option<Fault>> {
                 "unknown fault {other:?}: use \"reset\", \"hang\" or \"cut:N\""
             ))),
         },
+    }
+}
+
+/// An HTTP status from any Python object, as a `ValueError` (never an
+/// `OverflowError` or `TypeError`) when it is not an int from 100 to 599:
+/// `MockServer::push` checks the range, this only keeps huge, negative and
+/// non-int values from failing differently.
+fn status_code(status: &Bound<'_, PyAny>) -> PyResult<u16> {
+    match status.extract::<i64>().ok().map(u16::try_from) {
+        Some(Ok(code)) => Ok(code),
+        _ => Err(PyValueError::new_err(format!(
+            "status must be an HTTP status code from 100 to 599, got {}",
+            status.repr()?
+        ))),
     }
 }
 
@@ -45,7 +59,7 @@ impl NativeMockServer {
     #[pyo3(signature = (status, headers, body, sse, delay, fault))]
     fn push(
         &self,
-        status: u16,
+        status: &Bound<'_, PyAny>,
         headers: Vec<(String, String)>,
         body: Vec<u8>,
         sse: Option<Vec<String>>,
@@ -55,14 +69,15 @@ impl NativeMockServer {
         let delay = crate::engine::hints::secs(delay).ok_or_else(|| {
             PyValueError::new_err("delay must be a finite number of seconds >= 0")
         })?;
-        let mut response = ScriptedResponse::new(status);
+        let mut response = ScriptedResponse::new(status_code(status)?);
         response.headers = headers;
         response.body = body;
         response.sse = sse;
         response.delay = delay.min(Duration::from_secs(3600));
         response.fault = parse_fault(fault)?;
-        self.server.push(response);
-        Ok(())
+        self.server
+            .push(response)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// `(method, path, headers, body)` of every request so far.
@@ -81,6 +96,11 @@ impl NativeMockServer {
     #[getter]
     fn pending(&self) -> usize {
         self.server.pending()
+    }
+
+    /// The status of each scripted response not served yet, in order.
+    fn pending_statuses(&self) -> Vec<u16> {
+        self.server.pending_statuses()
     }
 
     fn close(&self) {
