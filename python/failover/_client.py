@@ -250,18 +250,18 @@ class Client:
             max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
         if temperature is not None:
             temperature = number("temperature", temperature, low=0.0, high=100.0)
-        return CallArgs(
-            messages=_messages(prompt),
-            chain=chain,
-            policy=policy._native(),
-            timeout=self._timeout if timeout is None else timeout,
-            deadline=self._deadline if deadline is None else deadline,
-            sleeper=sleeper,
-            model=model,
-            system=system,
-            max_tokens=max_tokens,
-            temperature=temperature,
-        )
+        args = CallArgs()
+        args.messages = _messages(prompt)
+        args.chain = chain
+        args.policy = policy._native()
+        args.timeout = self._timeout if timeout is None else timeout
+        args.deadline = self._deadline if deadline is None else deadline
+        args.sleeper = sleeper
+        args.model = model
+        args.system = system
+        args.max_tokens = max_tokens
+        args.temperature = temperature
+        return args
 
     def prompt(
         self,

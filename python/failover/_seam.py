@@ -78,7 +78,12 @@ class TransportSpec:
 
 
 class CallArgs:
-    """One call's arguments, checked by ``Client`` before they cross."""
+    """One call's arguments, checked by ``Client`` before they cross.
+
+    Filled in field by field (``args = CallArgs(); args.messages = ...``):
+    it is built for every call, and a keyword ``__init__`` would cost more
+    than the rest of the Python side of a call.
+    """
 
     __slots__ = (
         "chain",
@@ -93,27 +98,13 @@ class CallArgs:
         "timeout",
     )
 
-    def __init__(
-        self,
-        *,
-        messages: list[Any],
-        chain: list[int],
-        policy: NativePolicy,
-        timeout: float,
-        deadline: float | None,
-        sleeper: Any,
-        model: str | None,
-        system: str | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> None:
-        self.messages = messages
-        self.chain = chain
-        self.policy = policy
-        self.timeout = timeout
-        self.deadline = deadline
-        self.sleeper = sleeper
-        self.model = model
-        self.system = system
-        self.max_tokens = max_tokens
-        self.temperature = temperature
+    messages: list[Any]
+    chain: list[int]
+    policy: NativePolicy
+    timeout: float
+    deadline: float | None
+    sleeper: Any
+    model: str | None
+    system: str | None
+    max_tokens: int | None
+    temperature: float | None
