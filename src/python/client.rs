@@ -382,7 +382,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &configs)?;
             let provider = &configs[success.provider].name;
-            let data = ResponseData::new(success.value, provider, attempts, &call_id);
+            let data = ResponseData::new(py, success.value, provider, attempts, &call_id);
             Ok(Py::new(py, data)?.into_any())
         }
         Err(failure) => {

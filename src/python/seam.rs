@@ -194,10 +194,12 @@ pub fn attempts_list(
     Ok(PyList::new(py, items)?.unbind())
 }
 
-/// A successful call's answer (`failover.Response` is built from it).
+/// A successful call's answer (`failover.Response` is built from it). The
+/// text and the body are Python strings made once: a getter hands out a
+/// reference, never a copy of a long answer.
 #[pyclass(frozen, get_all, module = "failover._native")]
 pub struct ResponseData {
-    pub text: String,
+    pub text: Py<PyString>,
     pub provider: String,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
@@ -209,15 +211,21 @@ pub struct ResponseData {
     pub attempts: Py<PyList>,
     pub request_id: Option<String>,
     /// The response body as received.
-    pub raw: String,
+    pub raw: Py<PyString>,
     pub call_id: String,
 }
 
 impl ResponseData {
-    pub fn new(r: ChatResponse, provider: &str, attempts: Py<PyList>, call_id: &str) -> Self {
+    pub fn new(
+        py: Python<'_>,
+        r: ChatResponse,
+        provider: &str,
+        attempts: Py<PyList>,
+        call_id: &str,
+    ) -> Self {
         let u = r.usage;
         Self {
-            text: r.text,
+            text: PyString::new(py, &r.text).unbind(),
             provider: provider.to_string(),
             model: r.model,
             finish_reason: r.finish_reason,
@@ -228,7 +236,7 @@ impl ResponseData {
             reasoning_tokens: u.reasoning_tokens,
             attempts,
             request_id: r.request_id,
-            raw: r.raw,
+            raw: PyString::new(py, &r.raw).unbind(),
             call_id: call_id.to_string(),
         }
     }
