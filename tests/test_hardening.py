@@ -203,7 +203,10 @@ def test_presets_keep_their_peers_rules(mock_server, backup_server, call):
 def ten_servers() -> Iterator[list[MockServer]]:
     servers = [MockServer() for _ in range(10)]
     for server in servers:
-        server.push(429, headers={"retry-after": "3"})
+        # The short real delay makes every call start before any of them
+        # sleeps: with one clock for all, the later ones would find their
+        # deadline spent by the others' sleeps.
+        server.push(429, headers={"retry-after": "3"}, delay=0.2)
         server.push_text("waited")
     yield servers
     for server in servers:
@@ -399,25 +402,39 @@ def test_a_read_timeout_names_the_host(mock_server, call):
 # 10. Public signatures resolve under typing.get_type_hints ---------------------
 
 
+def _public_callables() -> list[object]:
+    import inspect
+
+    import failover.testing
+
+    found: list[object] = []
+    names = [getattr(failover, n) for n in failover.__all__]
+    names += [getattr(failover.testing, n) for n in failover.testing.__all__]
+    for obj in names:
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if (attr == "__init__" or not attr.startswith("_")) and callable(member):
+                    found.append(member)
+                if isinstance(member, (classmethod, staticmethod)):
+                    found.append(member.__func__)
+        elif callable(obj):
+            found.append(obj)
+    return found
+
+
 @pytest.mark.parametrize(
-    "target",
-    [
-        failover.Client.__init__,
-        failover.Client.prompt,
-        failover.Client.prompt_async,
-        failover.retry_after,
-        failover.OpenAI.__init__,
-        failover.Anthropic.__init__,
-        failover.OpenAICompatible.__init__,
-        failover.Provider.__init__,
-        failover.RetryPolicy.__init__,
-        failover.RetryPolicy.ruby_llm,
-        failover.Backoff.__init__,
-    ],
+    "target", _public_callables(), ids=lambda f: getattr(f, "__qualname__", repr(f))
 )
 def test_public_signatures_resolve_under_get_type_hints(target):
-    hints = typing.get_type_hints(target)
-    assert "return" in hints
+    # pydantic's validate_call, beartype and Sphinx read them.
+    typing.get_type_hints(target)
+
+
+def test_the_signatures_named_in_the_issue_are_covered():
+    covered = _public_callables()
+    for target in (failover.Client.__init__, failover.Client.prompt, failover.retry_after):
+        assert target in covered
+    assert "return" in typing.get_type_hints(failover.Client.prompt)
 
 
 # 12. Smaller ones ---------------------------------------------------------------
@@ -504,41 +521,100 @@ def test_the_proxy_environment_variables_are_honoured(mock_server, monkeypatch):
     assert mock_server.requests[0].path.startswith("http://upstream.invalid/")
 
 
-def test_a_proxy_password_never_shows(mock_server):
+def test_a_proxy_that_refuses_is_named_and_its_password_never_shows(caplog):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
     client = failover.Client(
-        {"a": openai(mock_server)}, proxy="http://user:hunter2-secret@127.0.0.1:1"
+        {"a": target},
+        proxy=f"http://user:hunter2-secret@127.0.0.1:{port}",
+        retry=SINGLE_TRY,
     )
-    assert "hunter2" not in repr(client)
+    caplog.set_level(logging.DEBUG, logger="failover")
+    with pytest.raises(failover.ProviderConnectionError) as info:
+        client.prompt("Hi")
+    assert f"via the proxy 127.0.0.1:{port}" in str(info.value), info.value
+    texts = [str(info.value), repr(info.value), repr(client)]
+    texts += [r.getMessage() for r in caplog.records]
+    for text in texts:
+        assert "hunter2" not in text, text
 
 
-def test_http1_only_and_an_idle_pool_limit_still_call(mock_server):
-    mock_server.push_text("a")
-    mock_server.push_text("b")
-    client = failover.Client({"a": openai(mock_server)}, http2=False, max_idle_connections=0)
-    assert [client.prompt("Hi").text for _ in range(2)] == ["a", "b"]
+def test_max_idle_connections_decides_whether_connections_are_reused():
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    ports: list[int] = []
+    answer = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+
+    class KeepAlive(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            ports.append(self.client_address[1])
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        provider = failover.OpenAICompatible(model="m", base_url=url)
+        pooled = failover.Client({"a": provider})
+        pooled.prompt("Hi"), pooled.prompt("Hi")
+        assert ports[0] == ports[1], "the idle connection is reused"
+        ports.clear()
+        unpooled = failover.Client({"a": provider}, max_idle_connections=0)
+        unpooled.prompt("Hi"), unpooled.prompt("Hi")
+        assert ports[0] != ports[1], "no idle connection is kept"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # api_key callables -------------------------------------------------------------------
 
 
-def test_a_key_callable_is_called_for_each_attempt_and_redacted(mock_server, caplog):
+def test_a_key_callable_is_called_for_each_attempt(mock_server):
     keys = iter(["rotating-key-0001", "rotating-key-0002"])
-    mock_server.push(
-        429,
-        headers={"retry-after": "1"},
-        json={"error": {"message": "key rotating-key-0001 is throttled"}},
-    )
+    mock_server.push(429, headers={"retry-after": "1"})
     mock_server.push_text("ok")
-    events: list[object] = []
     provider = failover.OpenAICompatible(
         model="m", base_url=mock_server.url, api_key=lambda: next(keys)
     )
-    caplog.set_level(logging.DEBUG, logger="failover")
-    client = failover.Client({"a": provider}, sleeper=FakeSleeper(), on_event=events.append)
+    client = failover.Client({"a": provider}, sleeper=FakeSleeper())
     assert client.prompt("Hi").text == "ok"
     sent = [r.headers["authorization"] for r in mock_server.requests]
     assert sent == ["Bearer rotating-key-0001", "Bearer rotating-key-0002"]
-    for text in [r.getMessage() for r in caplog.records] + [repr(e) for e in events]:
+
+
+def test_the_key_a_callable_returned_is_redacted_from_what_echoes_it(
+    mock_server, backup_server, caplog
+):
+    mock_server.push(401, json={"error": {"message": "key rotating-key-0001 is revoked"}})
+    backup_server.push(401, json={"error": {"message": "bad key"}})
+    events: list[object] = []
+    rotating = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, api_key=lambda: "rotating-key-0001"
+    )
+    caplog.set_level(logging.DEBUG, logger="failover")
+    client = failover.Client({"a": rotating, "b": openai(backup_server)}, on_event=events.append)
+    with pytest.raises(failover.AuthenticationError):
+        client.prompt("Hi")
+    [moved] = [e for e in events if isinstance(e, failover.FailedOver)]
+    assert "<redacted>" in str(moved.error)
+    texts = [str(moved.error), moved.error.body or "", repr(moved)]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    for text in texts:
         assert "rotating-key-0001" not in text, text
 
 
@@ -554,6 +630,43 @@ def test_a_key_callable_that_raises_fails_over(mock_server, backup_server, call)
     assert mock_server.requests == []
     with pytest.raises(failover.AuthenticationError, match="token service down"):
         call(failover.Client({"a": provider}))
+
+
+def test_ctrl_c_in_a_key_callable_ends_the_call_before_any_failover(mock_server, backup_server):
+    fetched: list[str] = []
+
+    def interrupted() -> str:
+        raise KeyboardInterrupt
+
+    def backup_key() -> str:
+        fetched.append("b")
+        return "backup-key-0123"
+
+    events: list[object] = []
+    client = failover.Client(
+        {
+            "a": failover.OpenAICompatible(
+                model="m", base_url=mock_server.url, api_key=interrupted
+            ),
+            "b": failover.OpenAICompatible(
+                model="m", base_url=backup_server.url, api_key=backup_key
+            ),
+        },
+        on_event=events.append,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        client.prompt("Hi")
+    assert fetched == [] and backup_server.requests == []
+    assert not [e for e in events if isinstance(e, failover.FailedOver)]
+
+
+def test_an_async_key_callable_is_refused_when_the_client_is_built():
+    async def token() -> str:
+        return "k" * 20
+
+    provider = failover.OpenAI(model="m", api_key=token)  # type: ignore[arg-type]
+    with pytest.raises(failover.ConfigurationError, match="never awaited"):
+        failover.Client({"a": provider})
 
 
 def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server, call):

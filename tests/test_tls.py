@@ -5,6 +5,7 @@ internet."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -94,3 +95,35 @@ def test_a_bundle_without_the_servers_ca_refuses_it(tls_url, tmp_path, call):
 
 def test_http2_off_still_speaks_tls(tls_url, ca_file):
     assert _client(tls_url, verify=ca_file, http2=False).prompt("Hi").text == "over TLS"
+
+
+@pytest.mark.parametrize(("http2", "negotiated"), [(True, "h2"), (False, None)])
+def test_http2_decides_what_the_client_offers(ca, ca_file, http2, negotiated):
+    # A TLS server that speaks only h2 records what each handshake agreed on,
+    # then hangs up: the call fails, the negotiation is what is checked.
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(context)
+    context.set_alpn_protocols(["h2"])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    agreed: list[object] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        try:
+            with context.wrap_socket(conn, server_side=True) as tls:
+                agreed.append(tls.selected_alpn_protocol())
+        except (ssl.SSLError, OSError) as exc:
+            agreed.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"https://localhost:{listener.getsockname()[1]}/v1"
+    try:
+        with pytest.raises(failover.FailoverError):
+            _client(url, verify=ca_file, http2=http2, timeout=5.0).prompt("Hi")
+        thread.join(5)
+    finally:
+        listener.close()
+    assert agreed == [negotiated]

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
+from ._exceptions import FailoverError, ProviderError
+from ._models import Attempt
 from ._record import Record
-
-if TYPE_CHECKING:
-    from ._exceptions import FailoverError, ProviderError
-    from ._models import Attempt
 
 
 class RetryScheduled(Record):
@@ -25,7 +23,7 @@ class RetryScheduled(Record):
     attempt: int
     delay: float
     kind: str
-    status: int | None
+    status: Optional[int]
     reason: str
 
     def __init__(
@@ -35,7 +33,7 @@ class RetryScheduled(Record):
         attempt: int,
         delay: float,
         kind: str,
-        status: int | None,
+        status: Optional[int],
         reason: str = "",
     ) -> None:
         self._init(

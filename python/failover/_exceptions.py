@@ -22,14 +22,9 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from ._models import _attempts
+from typing import Any, Optional
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    from ._models import Attempt
+from ._models import Attempt, _attempts
 
 __all__ = [
     "AuthenticationError",
@@ -54,7 +49,7 @@ class FailoverError(Exception):
     """Base class of every error failover raises."""
 
     attempts: tuple[Attempt, ...] = ()
-    retry_after: float | None = None
+    retry_after: Optional[float] = None
 
 
 class ConfigurationError(FailoverError, ValueError):
@@ -68,7 +63,7 @@ class DeadlineExceeded(FailoverError, TimeoutError):
     """
 
     def __init__(
-        self, message: str, *, deadline: float | None = None, call_id: str | None = None
+        self, message: str, *, deadline: Optional[float] = None, call_id: Optional[str] = None
     ) -> None:
         super().__init__(message)
         self.deadline = deadline
@@ -79,7 +74,7 @@ class StreamInterrupted(FailoverError):
     """A stream failed after its first content chunk was delivered."""
 
     def __init__(
-        self, message: str, *, partial_text: str = "", provider: str | None = None
+        self, message: str, *, partial_text: str = "", provider: Optional[str] = None
     ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
@@ -95,13 +90,13 @@ class ProviderError(FailoverError):
         self,
         message: str,
         *,
-        provider: str | None = None,
-        model: str | None = None,
-        status: int | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
-        body: str | None = None,
-        kind: str | None = None,
+        provider: Optional[str] = None,
+        model: Optional[str] = None,
+        status: Optional[int] = None,
+        request_id: Optional[str] = None,
+        retry_after: Optional[float] = None,
+        body: Optional[str] = None,
+        kind: Optional[str] = None,
         attempts: tuple[Attempt, ...] = (),
     ) -> None:
         super().__init__(message)
@@ -213,11 +208,11 @@ def _provider_error(
     message: str,
     provider: str,
     model: str,
-    status: int | None,
-    request_id: str | None,
-    retry_after: float | None,
-    body: str | None,
-    attempts: list[Any] | None,
+    status: Optional[int],
+    request_id: Optional[str],
+    retry_after: Optional[float],
+    body: Optional[str],
+    attempts: Optional[list[Any]],
 ) -> ProviderError:
     """Called by the native module to build the exception for a failed attempt."""
     cls = _BY_KIND.get(kind, ProviderError)
@@ -238,7 +233,7 @@ def _deadline_error(
     *,
     deadline: float,
     attempts: list[Any],
-    cause: ProviderError | None,
+    cause: Optional[ProviderError],
     call_id: str,
 ) -> DeadlineExceeded:
     """Called by the native module when the deadline ends a call."""

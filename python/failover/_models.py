@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from ._record import Record
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
-
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class Usage(Record):
@@ -20,19 +17,19 @@ class Usage(Record):
         "cache_write_tokens",
         "reasoning_tokens",
     )
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    reasoning_tokens: int | None
+    input_tokens: Optional[int]
+    output_tokens: Optional[int]
+    cache_read_tokens: Optional[int]
+    cache_write_tokens: Optional[int]
+    reasoning_tokens: Optional[int]
 
     def __init__(
         self,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        cache_read_tokens: int | None = None,
-        cache_write_tokens: int | None = None,
-        reasoning_tokens: int | None = None,
+        input_tokens: Optional[int] = None,
+        output_tokens: Optional[int] = None,
+        cache_read_tokens: Optional[int] = None,
+        cache_write_tokens: Optional[int] = None,
+        reasoning_tokens: Optional[int] = None,
     ) -> None:
         self._init(
             input_tokens=input_tokens,
@@ -53,20 +50,20 @@ class Attempt(Record):
 
     __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
     provider: str
-    status: int | None
-    kind: str | None
+    status: Optional[int]
+    kind: Optional[str]
     waited: float
     duration: float
-    skipped: str | None
+    skipped: Optional[str]
 
     def __init__(
         self,
         provider: str,
-        status: int | None,
-        kind: str | None,
+        status: Optional[int],
+        kind: Optional[str],
         waited: float,
         duration: float,
-        skipped: str | None = None,
+        skipped: Optional[str] = None,
     ) -> None:
         self._init(
             provider=provider,
@@ -104,12 +101,12 @@ class Response:
     text: str
     provider: str
     """The configured name of the provider that answered."""
-    model: str | None
+    model: Optional[str]
     """The model the provider reports."""
-    finish_reason: str | None
+    finish_reason: Optional[str]
     usage: Usage
     attempts: tuple[Attempt, ...]
-    request_id: str | None
+    request_id: Optional[str]
     call_id: str
 
     def __init__(self, data: Any) -> None:

@@ -7,6 +7,8 @@ from typing import Any, final
 from ._seam import CallArgs, ProviderSpec, TransportSpec
 
 __all__ = [
+    "DEFAULT_STOP_ON",
+    "ERROR_KINDS",
     "MAX_SECONDS",
     "AttemptData",
     "NativeClient",
@@ -23,6 +25,8 @@ __all__ = [
 
 __version__: str
 MAX_SECONDS: float
+ERROR_KINDS: tuple[str, ...]
+DEFAULT_STOP_ON: tuple[str, ...]
 
 def retry_after(
     headers: list[tuple[str, str]], body: str | None = None, now: float | None = None

@@ -14,23 +14,13 @@ from ._checks import MAX_SECONDS, count, number, seconds
 from ._exceptions import ConfigurationError
 from ._record import Record
 
-#: The error kinds, as ``ProviderError.kind`` and ``Attempt.kind`` spell them.
-KINDS = (
-    "rate_limited",
-    "overloaded",
-    "server_error",
-    "timeout",
-    "connection",
-    "insufficient_credits",
-    "auth",
-    "not_found",
-    "too_large",
-    "bad_request",
-)
+#: The error kinds, as ``ProviderError.kind`` and ``Attempt.kind`` spell them
+#: (the engine's list).
+KINDS: tuple[str, ...] = _native.ERROR_KINDS
 
 #: Only a request that is wrong in itself ends a call by default: a bad key or
 #: a missing model belongs to one provider, and the next has its own.
-DEFAULT_STOP_ON = frozenset({"bad_request"})
+DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
 
 
 def _stop_on(value: object) -> frozenset[str]:

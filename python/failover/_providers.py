@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Optional, Union
 
 from . import _native
-from ._checks import header_text
+from ._checks import header_text, is_async_callable
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
 
@@ -80,7 +80,14 @@ class Provider:
         """The key to send, checked; raises ConfigurationError naming what is missing."""
         key = self._api_key
         if callable(key):
-            # Called for each attempt; what it returns is checked then.
+            # Called for each attempt (from a worker thread on async calls);
+            # what it returns is checked then.
+            if is_async_callable(key):
+                raise ConfigurationError(
+                    f"provider {name!r}: api_key must be a plain function returning the key; "
+                    "it is called, never awaited (fetch async tokens ahead and return the "
+                    "latest one)"
+                )
             self._check_secure(name)
             return key
         if key is None and self._env_var:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Union
 
 from . import _native, _sleep
 
@@ -107,7 +107,7 @@ class RecordedRequest:
         )
 
 
-def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
+def _text_body(wire: str, text: str, model: Optional[str]) -> dict[str, Any]:
     if wire in ("openai", "openai_compatible"):
         return {
             "id": "chatcmpl-mock",
@@ -169,10 +169,10 @@ class MockServer:
         status: int = 200,
         headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
         json: Any = None,
-        body: bytes | str | None = None,
-        sse: Sequence[str] | None = None,
+        body: Union[bytes, str, None] = None,
+        sse: Optional[Sequence[str]] = None,
         delay: float = 0.0,
-        fault: str | None = None,
+        fault: Optional[str] = None,
     ) -> None:
         """Scripts the next response.
 
@@ -200,8 +200,8 @@ class MockServer:
         text: str = "Hello",
         wire: str = "openai",
         *,
-        model: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        model: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
         delay: float = 0.0,
     ) -> None:
         """Scripts a realistic successful answer of ``text`` in a wire format."""

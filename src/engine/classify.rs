@@ -1,4 +1,4 @@
-//! A failed attempt -> [`ErrorKind`] (DESIGN §3.1).
+//! A failed attempt -> [`ErrorKind`].
 //!
 //! Error bodies differ per provider: `error` may be an object or a string,
 //! `code` a string, an int or null; the message is at `error.message`,
@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::hints::Headers;
 
 /// Why an attempt failed. Decides whether it is retried; whether the call
-/// may fail over is the policy's `stop_on` (DESIGN §3.1).
+/// may fail over is the policy's `stop_on`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     RateLimited,
@@ -121,6 +121,10 @@ pub struct Failure {
     pub body: Option<String>,
     pub message: String,
     pub request_id: Option<String>,
+    /// The attempt's own timeout ran out: the transport gave up waiting.
+    /// Only this can be the deadline cutting an attempt short; a 408 or a
+    /// connect timeout is the provider's failure.
+    pub out_of_time: bool,
 }
 
 impl Failure {
@@ -133,6 +137,15 @@ impl Failure {
             body: None,
             message: message.into(),
             request_id: None,
+            out_of_time: false,
+        }
+    }
+
+    /// The attempt used up the whole timeout it was given.
+    pub fn out_of_time(message: impl Into<String>) -> Self {
+        Self {
+            out_of_time: true,
+            ..Self::without_response(ErrorKind::Timeout, message)
         }
     }
 }

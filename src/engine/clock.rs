@@ -145,7 +145,8 @@ impl Clock for ManualClock {
 /// by side under real time, so each call's deadline counts only its own
 /// sleeps (ten calls that each wait 3 s fit a 10 s deadline), while the
 /// shared clock shows the latest time any call has reached. Wall time (for
-/// HTTP-dates and reset times) is read on the shared clock.
+/// HTTP-dates and reset times, and later cooldowns, which calls share) is
+/// read on the shared clock, so every call agrees on what time it is.
 #[derive(Debug)]
 pub struct ManualCallClock {
     shared: ManualClock,
@@ -199,6 +200,9 @@ mod tests {
         assert_eq!(calls[0].wall(), UNIX_EPOCH + secs(1_003));
         drop(calls[1].sleep(secs(2)));
         assert_eq!(shared.now(), secs(5));
+        // Wall time is the shared clock's, even for a call that is behind it.
+        assert_eq!(calls[0].now(), secs(3));
+        assert_eq!(calls[0].wall(), UNIX_EPOCH + secs(1_005));
         // A call that starts later starts at the shared clock's time.
         let late = shared.for_call();
         assert_eq!(late.now(), secs(5));

@@ -60,7 +60,7 @@ pub struct ProviderFailure {
     /// Index into [`CallSpec::providers`].
     pub provider: usize,
     pub failure: Failure,
-    /// The wait the provider asked for, if any (DESIGN §3.2).
+    /// The wait the provider asked for, if any.
     pub retry_after: Option<Duration>,
 }
 
@@ -85,7 +85,7 @@ pub struct CallFailure {
     pub reason: String,
 }
 
-/// What the loop reports while it runs (DESIGN §3.5).
+/// What the loop reports while it runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     RetryScheduled {
@@ -113,7 +113,7 @@ pub enum Event {
 /// policy decides, never past the deadline.
 ///
 /// `attempt(provider, timeout)` makes one attempt at `spec.providers[provider]`
-/// and must give up after `timeout` with an [`ErrorKind::Timeout`] failure.
+/// and must give up after `timeout` with a [`Failure::out_of_time`].
 /// `unit` draws from U[0,1) for jitter; `on_event` sees every retry and
 /// failover. A failed call is the `Err`, for the caller to report.
 pub async fn run<T, F, Fut>(
@@ -198,7 +198,7 @@ where
                 failure,
                 retry_after,
             };
-            if failure.kind == ErrorKind::Timeout && cut_by_deadline {
+            if failure.out_of_time && cut_by_deadline {
                 let reason = "the deadline cut the attempt short".to_string();
                 let error = CallError::Deadline {
                     deadline,
@@ -230,7 +230,10 @@ where
                         "a {:.3}s wait would end past the deadline",
                         wait.as_secs_f64()
                     );
-                    (spec.policy.fails_over(failure.kind), why)
+                    let fail_over = spec
+                        .policy
+                        .fails_over_after(&failure, slot.overloaded_statuses);
+                    (fail_over, why)
                 }
                 Decision::GiveUp { fail_over, .. } => (fail_over, reason),
             };
@@ -299,6 +302,7 @@ mod tests {
             body: None,
             message: format!("{kind:?}"),
             request_id: None,
+            out_of_time: false,
         })
     }
 
@@ -580,7 +584,7 @@ mod tests {
             2,
             RetryPolicy::default(),
             Some(secs(5.0)),
-            vec![err(Timeout, None, &[])],
+            vec![Err(Failure::out_of_time("no response within 5s"))],
         );
         let e = o.result.unwrap_err();
         match e.error {
@@ -600,9 +604,25 @@ mod tests {
             2,
             RetryPolicy::default(),
             None,
-            vec![err(Timeout, None, &[]), Ok("b")],
+            vec![Err(Failure::out_of_time("no response")), Ok("b")],
         );
         assert_eq!(o.result.unwrap().provider, 1);
+    }
+
+    #[test]
+    fn a_408_or_a_connect_timeout_under_a_deadline_still_fails_over() {
+        // The attempt's timeout is cut to the 30 s deadline (under 60 s), but
+        // the provider failed by itself: that is no deadline cutting it short.
+        for failure in [err(Timeout, Some(408), &[]), err(Timeout, None, &[])] {
+            let o = run_script(
+                2,
+                RetryPolicy::default(),
+                Some(secs(30.0)),
+                vec![failure, Ok("b")],
+            );
+            assert_eq!(o.result.unwrap().provider, 1);
+            assert_eq!(failed_over(&o.events), vec![(0, 1)]);
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! is "no hint" (`None`), never a panic. A well-formed wait longer than
 //! [`MAX_WAIT`] — however long, even too long to represent — counts as
 //! exactly [`MAX_WAIT`]: the provider asking for the longest wait must never
-//! be retried soonest (DESIGN §3.2).
+//! be retried soonest.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -66,7 +66,7 @@ pub fn should_retry(headers: &Headers) -> Option<bool> {
     }
 }
 
-/// The wait a response asks for under the default policy (DESIGN §3.2):
+/// The wait a response asks for under the default policy:
 /// `retry-after-ms`, then `retry-after` (seconds or HTTP-date), then the
 /// provider hints. `None` when there is none or `x-should-retry: false`.
 pub fn retry_after(headers: &Headers, body: Option<&str>, now: SystemTime) -> Option<Duration> {

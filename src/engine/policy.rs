@@ -1,5 +1,5 @@
-//! Retry policies: the default one (DESIGN §3.3) and exact reproductions of
-//! laravel/ai, ruby_llm and openai-python (DESIGN §3.4).
+//! Retry policies: the default one and exact reproductions of
+//! laravel/ai, ruby_llm and openai-python.
 //!
 //! Every policy number lives here, in the `Default` impls and the presets.
 
@@ -111,7 +111,7 @@ pub enum Decision {
 #[derive(Clone, Copy, Debug)]
 pub struct Situation<'a> {
     pub failure: &'a Failure,
-    /// The wait the response asks for (DESIGN §3.2), `x-should-retry` aside.
+    /// The wait the response asks for, `x-should-retry` aside.
     pub hint: Option<Duration>,
     /// Retries already made on this provider in this call.
     pub retries_done: u32,
@@ -155,10 +155,11 @@ impl RetryPolicy {
         Self {
             max_retries: 1,
             max_retries_last: 1,
-            // laravel/ai fails over on 429, overloaded, credits and connection
-            // errors only (its status rule in `decide_laravel` is exact; this
-            // set is that rule by kind).
-            stop_on: KindSet::of(&[ServerError, Auth, NotFound, TooLarge, BadRequest]),
+            // The kinds laravel/ai never fails over on. Its real rule reads
+            // the status (`fails_over_after`): a 408 (timeout) and a 413
+            // (too_large) raise, while a lost connection and a 429 "request
+            // too large" fail over.
+            stop_on: KindSet::of(&[ServerError, Auth, NotFound, BadRequest]),
             preset: Preset::Laravel,
             ..Self::default()
         }
@@ -205,9 +206,27 @@ impl RetryPolicy {
     }
 
     /// Whether a failure of `kind` moves the call to the next provider once
-    /// this one is given up on.
+    /// this one is given up on (laravel decides by status: see
+    /// [`fails_over_after`](Self::fails_over_after)).
     pub fn fails_over(&self, kind: ErrorKind) -> bool {
         !self.stop_on.contains(kind)
+    }
+
+    /// Whether the call moves on to the next provider after `f`, once this
+    /// provider is given up on: `stop_on` decides, except under laravel,
+    /// whose own rule reads the status.
+    pub fn fails_over_after(&self, f: &Failure, overloaded_statuses: &[u16]) -> bool {
+        if self.preset != Preset::Laravel {
+            return self.fails_over(f.kind);
+        }
+        // laravel/ai fails over on a 429 (whatever its body says), an
+        // overloaded status, insufficient credits and a lost connection; a
+        // 408 or a 413 is a status it raises.
+        let status = f.status.unwrap_or(0);
+        let busy = status == 429 || overloaded_statuses.contains(&status);
+        let no_response =
+            f.status.is_none() && matches!(f.kind, ErrorKind::Connection | ErrorKind::Timeout);
+        busy || no_response || f.kind == ErrorKind::InsufficientCredits
     }
 
     fn retry_limit(&self, is_last: bool) -> u32 {
@@ -246,7 +265,9 @@ impl RetryPolicy {
                 self.max_retry_after
             };
             let (secs, cap_secs) = (wait.as_secs_f64(), cap.as_secs_f64());
-            return if wait <= cap {
+            // MAX_WAIT stands for "longer than anyone means": over every cap,
+            // even a cap of MAX_WAIT itself.
+            return if wait <= cap && wait < hints::MAX_WAIT {
                 Verdict::retry(
                     wait,
                     format!("the provider asked for {secs:.3}s, within the {cap_secs}s cap"),
@@ -301,10 +322,7 @@ impl RetryPolicy {
                 return Verdict::retry(Duration::from_secs(wait), reason);
             }
         }
-        // A 408 is a status, not a lost connection: laravel raises it.
-        let no_response =
-            f.status.is_none() && matches!(f.kind, ErrorKind::Connection | ErrorKind::Timeout);
-        let fail_over = busy || no_response || f.kind == ErrorKind::InsufficientCredits;
+        let fail_over = self.fails_over_after(f, s.overloaded_statuses);
         let reason = if !busy {
             "laravel: only a 429 or an overloaded status is retried"
         } else if s.retries_done >= self.max_retries {
@@ -322,8 +340,11 @@ impl RetryPolicy {
         let give_up = |reason: &str| {
             Verdict::give_up(self.fails_over(f.kind), None, format!("ruby_llm: {reason}"))
         };
-        let retried_kind = matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection)
-            || f.status.is_some_and(|st| RETRY_STATUSES.contains(&st));
+        // Faraday retries its own timeout and connection exceptions, and
+        // these statuses: a 408 answer is neither.
+        let no_response =
+            f.status.is_none() && matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection);
+        let retried_kind = no_response || f.status.is_some_and(|st| RETRY_STATUSES.contains(&st));
         if !retried_kind {
             return give_up("this failure is not retried");
         }
@@ -500,6 +521,7 @@ mod tests {
             body: None,
             message: String::new(),
             request_id: None,
+            out_of_time: false,
         }
     }
 
@@ -731,6 +753,45 @@ mod tests {
         assert!(lenient.fails_over(BadRequest));
         assert!(RetryPolicy::default().fails_over(Auth));
         assert!(!RetryPolicy::default().fails_over(BadRequest));
+    }
+
+    #[test]
+    fn review_fixes_for_presets_and_the_longest_wait() {
+        // ruby_llm: a 408 answer is not one of faraday's retried statuses.
+        let ruby = RetryPolicy::ruby_llm(None);
+        assert_eq!(
+            decide(&ruby, &failure(Timeout, Some(408), &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&ruby, &failure(Timeout, None, &[]), 0, false, 0.0),
+            retry(100)
+        );
+        // laravel: a 429 fails over whatever its body says, a 413 raises.
+        let laravel = RetryPolicy::laravel();
+        let too_large_429 = failure(TooLarge, Some(429), &[]);
+        assert!(laravel.fails_over_after(&too_large_429, &[503]));
+        assert!(!laravel.fails_over_after(&failure(TooLarge, Some(413), &[]), &[503]));
+        assert!(!laravel.fails_over_after(&failure(Timeout, Some(408), &[]), &[503]));
+        assert!(laravel.fails_over_after(&failure(Timeout, None, &[]), &[503]));
+        // A wait of MAX_WAIT is over every cap, even a cap of MAX_WAIT.
+        let huge_caps = RetryPolicy {
+            max_retry_after: hints::MAX_WAIT,
+            max_retry_after_last: hints::MAX_WAIT,
+            ..RetryPolicy::default()
+        };
+        let f = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after", "99999999999999999999")],
+        );
+        assert_eq!(
+            decide(&huge_caps, &f, 0, true, 0.0),
+            Decision::GiveUp {
+                fail_over: true,
+                cooldown: Some(hints::MAX_WAIT)
+            }
+        );
     }
 
     #[test]

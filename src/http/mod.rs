@@ -17,6 +17,9 @@ pub struct HttpRequest {
     pub headers: Vec<(String, String)>,
     /// Header values never shown in any message (API keys).
     pub secret_headers: Vec<(String, String)>,
+    /// What a provider could echo back of the credentials this request
+    /// carries, longest first: removed from anything shown to the caller.
+    pub secrets: Vec<String>,
     /// Shared, so that a retry sends it again without copying it.
     pub body: bytes::Bytes,
 }
@@ -35,7 +38,7 @@ pub trait Transport: Send + Sync {
     fn send<'a>(&'a self, request: &'a HttpRequest, timeout: Duration) -> SendFuture<'a>;
 }
 
-/// How a client reaches providers (DESIGN §2.2).
+/// How a client reaches providers.
 #[derive(Clone, Debug)]
 pub struct TransportOptions {
     pub connect_timeout: Duration,
@@ -78,6 +81,8 @@ pub enum Verify {
 pub struct ReqwestTransport {
     client: reqwest::Client,
     connect_timeout: Duration,
+    /// `host:port` of the explicit proxy, for messages.
+    proxy_host: Option<String>,
 }
 
 impl ReqwestTransport {
@@ -122,6 +127,7 @@ impl ReqwestTransport {
         Ok(Self {
             client,
             connect_timeout: options.connect_timeout,
+            proxy_host: options.proxy.as_deref().map(host_of),
         })
     }
 
@@ -200,6 +206,7 @@ fn truncated(status: u16, headers: Headers, message: String) -> Failure {
         body: None,
         message,
         request_id: None,
+        out_of_time: false,
     }
 }
 
@@ -207,7 +214,10 @@ impl ReqwestTransport {
     /// A request that got no response, in words that name the host and
     /// never the URL's path or query (which may carry a key).
     fn send_failure(&self, error: &reqwest::Error, url: &str) -> Failure {
-        let host = host_of(url);
+        let host = match &self.proxy_host {
+            Some(proxy) => format!("{} via the proxy {proxy}", host_of(url)),
+            None => host_of(url),
+        };
         let (kind, message) = if error.is_timeout() && error.is_connect() {
             let secs = self.connect_timeout.as_secs_f64();
             let message = format!("no connection to {host} within {secs}s (connect_timeout)");
@@ -236,14 +246,11 @@ impl Transport for ReqwestTransport {
         Box::pin(async move {
             match tokio::time::timeout(timeout, self.send_inner(request)).await {
                 Ok(result) => result,
-                Err(_) => Err(Failure::without_response(
-                    ErrorKind::Timeout,
-                    format!(
-                        "no response from {} within {:.3}s",
-                        host_of(&request.url),
-                        timeout.as_secs_f64()
-                    ),
-                )),
+                Err(_) => Err(Failure::out_of_time(format!(
+                    "no response from {} within {:.3}s",
+                    host_of(&request.url),
+                    timeout.as_secs_f64()
+                ))),
             }
         })
     }

@@ -115,6 +115,7 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
     HttpRequest {
         url: endpoint_url(&provider.base_url, &path),
         headers,
+        secrets: secret_values(&secret_headers),
         secret_headers,
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
     }
@@ -133,6 +134,12 @@ pub fn authorize(
             Wire::Anthropic => anthropic::key_header(key),
         };
         request.secret_headers.insert(0, header);
+        // The key itself is searched for down to MIN_KEY_LEN: a key is never
+        // an ordinary word, whatever its length.
+        if key.len() >= MIN_KEY_LEN && !request.secrets.iter().any(|s| s == key) {
+            request.secrets.push(key.to_string());
+            request.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        }
     }
     request
 }
@@ -161,17 +168,18 @@ pub fn parse_response(
     response: HttpResponse,
 ) -> Result<ChatResponse, Failure> {
     let request_id = request_id(provider.wire, &response.headers);
-    let secrets = secret_values(&sent.secret_headers);
+    let secrets = &sent.secrets;
     if !(200..300).contains(&response.status) {
-        return Err(error_failure(provider, &secrets, response, request_id));
+        return Err(error_failure(provider, secrets, response, request_id));
     }
     let malformed = |why: String, response: &HttpResponse| Failure {
         kind: ErrorKind::ServerError,
         status: Some(response.status),
         headers: response.headers.clone(),
-        body: Some(redacted_body(&secrets, &response.body).0),
+        body: Some(redacted_body(secrets, &response.body).0),
         message: format!("malformed response body from {}: {why}", provider.name),
         request_id: request_id.clone(),
+        out_of_time: false,
     };
     let json: Map<String, Value> = match serde_json::from_slice(&response.body) {
         Ok(Value::Object(map)) => map,
@@ -244,6 +252,7 @@ fn error_failure(
         body: Some(text),
         message,
         request_id,
+        out_of_time: false,
     }
 }
 
@@ -269,9 +278,12 @@ pub fn is_credential_header(name: &str) -> bool {
             .any(|suffix| lower.ends_with(suffix))
 }
 
-/// Shorter values are not searched for in text: redacting them would mangle
-/// ordinary words, and no provider issues credentials that short.
+/// Shorter header values (and parts) are not searched for in text:
+/// redacting them would mangle ordinary words (`theme=dark`).
 const MIN_SECRET_LEN: usize = 8;
+/// An API key is searched for down to this length: shorter ones (`"k"` in a
+/// test) would redact single letters.
+const MIN_KEY_LEN: usize = 4;
 
 /// What a provider could echo of these credential headers: each value whole
 /// and its secret parts — the token after an auth scheme (`Bearer `,
@@ -551,5 +563,14 @@ mod tests {
                 "gw-tok-ABC123".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn a_short_key_is_still_redacted() {
+        let mut p = provider(Wire::Anthropic);
+        p.api_key = Some("abc1234".into());
+        let body = br#"{"error":{"message":"Incorrect API key provided: abc1234"}}"#;
+        let f = parse_response(&p, &sent(&p), response(401, body)).unwrap_err();
+        assert!(!f.message.contains("abc1234") && !f.body.unwrap().contains("abc1234"));
     }
 }

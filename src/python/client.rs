@@ -257,29 +257,31 @@ async fn chat(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     }
 }
 
-/// The key for one attempt: fixed, or from the provider's callable. A
-/// callable that raises an ordinary exception fails this provider's attempt
-/// as an auth failure (another provider has its own key); a BaseException
-/// or a value that is not a key ends the call.
-fn attempt_key(
+/// The key from a provider's callable, for one attempt. A callable that
+/// raises an ordinary exception fails this attempt as an auth failure of
+/// this provider (another provider has its own key): `Err(Some(failure))`.
+/// A BaseException, or a value that is not a key, ends the call through
+/// `interrupt`: `Err(None)`, and the attempt must not go on.
+///
+/// It runs on the thread driving the call (a runtime worker on async calls),
+/// outside the attempt's timeout: a slow token fetch delays the attempt.
+fn callable_key(
     provider: &ProviderConfig,
-    source: &KeySource,
+    callable: &Py<PyAny>,
     interrupt: &Interrupt,
-) -> Result<Option<String>, Failure> {
-    let KeySource::Callable(callable) = source else {
-        return Ok(provider.api_key.clone());
-    };
+) -> Result<String, Option<Failure>> {
     let name = &provider.name;
     tokio::task::block_in_place(|| {
         Python::attach(|py| {
             let value = match callable.call0(py) {
                 Ok(value) => value.into_bound(py),
-                Err(error) => {
+                Err(error) if error.is_instance_of::<pyo3::exceptions::PyException>(py) => {
                     let text = format!("{name}: the api_key callable raised {error}");
-                    if !error.is_instance_of::<pyo3::exceptions::PyException>(py) {
-                        interrupt.raise(error);
-                    }
-                    return Err(Failure::without_response(ErrorKind::Auth, text));
+                    return Err(Some(Failure::without_response(ErrorKind::Auth, text)));
+                }
+                Err(error) => {
+                    interrupt.raise(error);
+                    return Err(None);
                 }
             };
             let key = value
@@ -287,17 +289,16 @@ fn attempt_key(
                 .ok()
                 .and_then(|s| s.to_cow().ok().map(|k| k.trim().to_string()))
                 .filter(|k| !k.is_empty() && !k.chars().any(char::is_control));
-            key.map(Some).ok_or_else(|| {
+            key.ok_or_else(|| {
                 let type_name = value
                     .get_type()
                     .name()
                     .map_or_else(|_| "?".to_string(), |n| n.to_string());
-                let why = format!(
+                interrupt.raise(configuration_error(format!(
                     "provider {name:?}: the api_key callable must return a non-empty str \
                      without control characters, got a {type_name}"
-                );
-                interrupt.raise(configuration_error(why.clone()));
-                Failure::without_response(ErrorKind::Auth, why)
+                )));
+                None
             })
         })
     })
@@ -355,12 +356,20 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         });
         let sent = match source {
             KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
-            KeySource::Callable(_) => attempt_key(provider, source, interrupt).map(|key| {
-                std::borrow::Cow::Owned(providers::authorize(provider, built, key.as_deref()))
-            }),
+            KeySource::Callable(callable) => {
+                callable_key(provider, callable, interrupt).map(|key| {
+                    std::borrow::Cow::Owned(providers::authorize(provider, built, Some(&key)))
+                })
+            }
         };
         async move {
-            let sent = sent?;
+            let sent = match sent {
+                Ok(sent) => sent,
+                Err(Some(failure)) => return Err(failure),
+                // The call is being ended by the interrupt: never report an
+                // outcome the engine could act on (fail over, call the next).
+                Err(None) => std::future::pending().await,
+            };
             let response = transport
                 .send(&sent, timeout)
                 .await

@@ -14,7 +14,11 @@ mod seam;
 
 use pyo3::prelude::*;
 
+use pyo3::types::PyTuple;
+
 use crate::engine::hints::{self, Headers};
+use crate::engine::policy::DEFAULT_STOP_ON;
+use crate::engine::ErrorKind;
 
 /// `failover.retry_after()`, after the Python side normalised its arguments.
 #[pyfunction]
@@ -76,6 +80,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
     m.add("MAX_SECONDS", hints::MAX_SECONDS)?;
+    let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+    m.add("ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;
+    let stop_on: Vec<&str> = DEFAULT_STOP_ON.iter().map(ErrorKind::as_str).collect();
+    m.add("DEFAULT_STOP_ON", PyTuple::new(m.py(), stop_on)?)?;
     m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
     m.add_function(wrap_pyfunction!(check_header, m)?)?;
     m.add_class::<client::NativeClient>()?;
