@@ -164,12 +164,13 @@ impl NativePolicy {
     }
 }
 
-/// One HTTP attempt, or one provider skipped (`failover.Attempt` is built from it).
+/// One HTTP attempt, or one provider skipped (`failover.Attempt` is built
+/// from it). Its strings are Python strings made once, read without copies.
 #[pyclass(frozen, get_all, module = "failover._native")]
 pub struct AttemptData {
-    pub provider: String,
+    pub provider: Py<PyString>,
     pub status: Option<u16>,
-    pub kind: Option<&'static str>,
+    pub kind: Option<Py<PyString>>,
     pub waited: f64,
     pub duration: f64,
     pub skipped: Option<String>,
@@ -183,9 +184,9 @@ pub fn attempts_list(
     let items = attempts
         .iter()
         .map(|a| AttemptData {
-            provider: configs[a.provider].name.clone(),
+            provider: PyString::new(py, &configs[a.provider].name).unbind(),
             status: a.status,
-            kind: a.kind.map(ErrorKind::as_str),
+            kind: a.kind.map(|k| PyString::intern(py, k.as_str()).unbind()),
             waited: a.waited.as_secs_f64(),
             duration: a.duration.as_secs_f64(),
             skipped: None,
