@@ -686,3 +686,185 @@ def test_a_key_callable_over_plain_http_to_a_remote_host_is_refused():
     )
     with pytest.raises(failover.ConfigurationError, match="plain http"):
         failover.Client({"g": provider})
+
+
+# Found by trying it as a new user --------------------------------------------------
+
+
+def test_allow_insecure_must_be_a_real_bool():
+    for value in ("no", "false", 0, 1, None):
+        with pytest.raises(failover.ConfigurationError, match="allow_insecure"):
+            failover.OpenAICompatible(
+                model="m",
+                base_url="http://gw.example.com/v1",
+                allow_insecure=value,  # type: ignore[arg-type]
+            )
+
+
+def test_credentials_in_a_base_url_are_credentials():
+    # Over plain http to a remote host: refused like a key.
+    remote = failover.OpenAICompatible(
+        model="m", base_url="http://u:s3cret-pw-99@gw.example.com/v1"
+    )
+    with pytest.raises(failover.ConfigurationError, match="plain http"):
+        failover.Client({"g": remote})
+
+
+@pytest.mark.parametrize(
+    ("url_part", "echoed"),
+    [
+        ("u:USERINFO-pw-999@", "USERINFO-pw-999"),
+        ("u:USERINFO-pw-999@", "dTpVU0VSSU5GTy1wdy05OTk="),  # base64("u:USERINFO-pw-999")
+    ],
+)
+def test_a_base_url_password_echoed_back_is_redacted(mock_server, url_part, echoed):
+    mock_server.push(401, body=f"bad credentials {echoed} for user u")
+    base = mock_server.url.replace("http://", f"http://{url_part}") + "/v1"
+    client = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=base)})
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+    for text in (str(info.value), repr(info.value), info.value.body or ""):
+        assert echoed not in text, text
+
+
+def test_a_key_in_a_base_url_query_is_redacted_but_the_api_version_is_not(mock_server):
+    mock_server.push(
+        404, body="Cannot POST /v1/chat/completions?key=QUERYKEY_abc123456&api-version=2024-10-21"
+    )
+    base = f"{mock_server.url}/v1?key=QUERYKEY_abc123456&api-version=2024-10-21"
+    client = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=base)})
+    with pytest.raises(failover.ModelNotFound) as info:
+        client.prompt("Hi")
+    text = str(info.value)
+    assert "QUERYKEY_abc123456" not in text and "2024-10-21" in text, text
+    assert "check base_url" in text, text
+
+
+def test_a_proxy_password_echoed_by_the_proxy_is_redacted(mock_server):
+    mock_server.push(407, body="Proxy auth failed for pu:PROXYPASSWORD_xyz123")
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
+    proxy = mock_server.url.replace("http://", "http://pu:PROXYPASSWORD_xyz123@")
+    client = failover.Client({"a": target}, proxy=proxy)
+    with pytest.raises(failover.BadRequest) as info:
+        client.prompt("Hi")
+    for text in (str(info.value), repr(info.value), info.value.body or ""):
+        assert "PROXYPASSWORD_xyz123" not in text, text
+    assert "from a proxy" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "proxy",
+    [
+        "user:Hunter2Secret@proxy.corp:3128",
+        "http//user:Hunter2Secret@proxy.corp:3128",
+        "http://user:Hunt/er2Secret@proxy.corp:3128",
+    ],
+)
+def test_a_malformed_proxy_url_never_shows_its_password(proxy):
+    with pytest.raises(failover.ConfigurationError) as info:
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, proxy=proxy)
+    assert "Hunter2" not in str(info.value) and "er2Secret" not in str(info.value)
+
+
+def test_the_proxy_environment_variables_are_checked_when_the_client_is_built(monkeypatch):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(failover.ConfigurationError, match="ALL_PROXY"):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")})
+    # An explicit proxy= wins over the variables.
+    failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, proxy="http://127.0.0.1:1")
+
+
+def test_a_proxy_password_from_the_environment_is_redacted(mock_server, monkeypatch):
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(
+        "HTTP_PROXY", mock_server.url.replace("http://", "http://pu:ENVPROXYPW_123456@")
+    )
+    mock_server.push(407, body="no entry for pu:ENVPROXYPW_123456")
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
+    with pytest.raises(failover.BadRequest) as info:
+        failover.Client({"a": target}).prompt("Hi")
+    assert "ENVPROXYPW_123456" not in str(info.value)
+
+
+def test_gemini_list_wrapped_errors_are_read_like_the_plain_ones(mock_server, backup_server):
+    mock_server.push(
+        400,
+        json=[
+            {
+                "error": {
+                    "code": 400,
+                    "status": "INVALID_ARGUMENT",
+                    "message": "API key not valid. Please pass a valid API key.",
+                }
+            }
+        ],
+    )
+    backup_server.push_text("fine")
+    client = failover.Client(
+        {"gemini": openai(mock_server), "gpt": openai(backup_server)}, sleeper=FakeSleeper()
+    )
+    r = client.prompt("Hi")
+    assert r.provider == "gpt" and r.attempts[0].kind == "auth"
+    body = [
+        {
+            "error": {
+                "code": 429,
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "4s"}
+                ],
+            }
+        }
+    ]
+    assert failover.retry_after({}, body) == 4.0
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: failover.Client({"a": openai(s)}, sleeper=lambda: None),
+        lambda s: failover.Client({"a": openai(s)}, on_event=lambda: None),
+        lambda s: failover.Client(
+            {"a": failover.OpenAICompatible(model="m", base_url=s.url, api_key=lambda x: x)}
+        ),
+        lambda s: openai(s, overloaded_statuses=529),
+        lambda s: openai(s, overloaded_statuses=[200]),
+        lambda s: openai(s, overloaded_statuses=[429]),
+        lambda s: openai(s, overloaded_statuses=[401]),
+        lambda s: openai(s, headers={"Content-Length": "5"}),
+        lambda s: openai(s, headers={"Transfer-Encoding": "chunked"}),
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", model=""),
+    ],
+)
+def test_more_options_are_checked_when_given(mock_server, build):
+    with pytest.raises(failover.ConfigurationError):
+        build(mock_server)
+    assert mock_server.requests == []
+
+
+def test_a_providers_own_overloaded_4xx_is_accepted(mock_server):
+    assert 498 in openai(mock_server, overloaded_statuses=[498]).overloaded_statuses
+
+
+@pytest.mark.parametrize(
+    "push",
+    [
+        lambda s: s.push(200, json={"a": 1}, sse=["data: {}"]),
+        lambda s: s.push(200, sse="data: {}"),
+        lambda s: s.push(200, headers={"x-a": "b\r\nx-evil: 1"}),
+    ],
+)
+def test_mock_server_refuses_scripts_it_could_not_serve(mock_server, push):
+    with pytest.raises(ValueError):
+        push(mock_server)

@@ -15,3 +15,12 @@ def test_the_readme_testing_example_passes(mock_server, fake_sleep):
     exec(compile(example, str(README), "exec"), namespace)
     namespace["test_my_app_waits_out_a_rate_limit"](mock_server, fake_sleep)  # type: ignore[operator]
     assert fake_sleep.sleeps == [3.0]
+
+
+def test_every_python_block_in_the_readme_compiles():
+    # Not run (they call real providers), but each is valid Python as written:
+    # no `await` outside an async function, no stray syntax.
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        compile(block, str(README), "exec")

@@ -73,3 +73,19 @@ def is_async_callable(obj: object) -> bool:
         if code is not None and code.co_flags & _ASYNC_CODE_FLAGS:
             return True
     return False
+
+
+def accepts(function: object, count: int) -> bool:
+    """Whether ``function`` can be called with ``count`` positional
+    arguments, when its signature can be read (builtins may hide theirs)."""
+    import inspect  # only when a callable option is given: not at import
+
+    try:
+        signature = inspect.signature(function)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        return False
+    return True

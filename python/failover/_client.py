@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from . import _native, _sleep
-from ._checks import count, is_async_callable, number, seconds
+from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response
@@ -35,21 +35,45 @@ def _messages(prompt: Prompt) -> list[Any]:
     return [dict(m) if isinstance(m, Mapping) and not isinstance(m, dict) else m for m in prompt]
 
 
-def _checked_proxy(proxy: object) -> Optional[str]:
+#: Where the transport finds a proxy when ``proxy=`` is not given.
+_PROXY_VARIABLES = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+def _checked_proxy(proxy: object, where: str = "proxy") -> Optional[str]:
     if proxy is None:
         return None
     if not isinstance(proxy, str):
-        raise ConfigurationError(f"proxy must be a URL (a str) or None, got {proxy!r}")
+        raise ConfigurationError(f"{where} must be a URL (a str) or None, got {proxy!r}")
     if proxy.lower().startswith("socks"):
         raise ConfigurationError(
-            "socks proxies are not supported: use an http:// or https:// proxy"
+            f"{where}: socks proxies are not supported: use an http:// or https:// proxy"
         )
     problem = _native.check_base_url(proxy)
     if problem is not None:
         raise ConfigurationError(
-            f"proxy must be an http(s) URL; {_display_url(proxy)!r} is not: {problem}"
+            f"{where} must be an http(s) URL; {_display_url(proxy)!r} is not: {problem}"
         )
     return proxy
+
+
+def _check_proxy_variables() -> None:
+    """The proxy environment variables, checked as ``proxy=`` is: a bad one
+    would otherwise fail every call, retried like an outage."""
+    import os
+
+    for name in _PROXY_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            # A bare host:port is read as http://host:port, as curl does.
+            url = value if "://" in value else f"http://{value}"
+            _checked_proxy(url, where=f"the {name} environment variable")
 
 
 def _checked_verify(verify: object) -> Union[bool, str]:
@@ -120,9 +144,21 @@ class Client:
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
         if sleeper is not None and not callable(sleeper):
             raise ConfigurationError("sleeper must be None, a FakeSleeper or a callable")
+        if (
+            sleeper is not None
+            and not hasattr(sleeper, "_native_clock")
+            and not accepts(sleeper, 1)
+        ):
+            raise ConfigurationError(
+                f"sleeper must take the seconds to sleep as its one argument, got {sleeper!r}"
+            )
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(
                 f"on_event must be a callable taking one event, got {on_event!r}"
+            )
+        if on_event is not None and not accepts(on_event, 1):
+            raise ConfigurationError(
+                f"on_event must take the event as its one argument, got {on_event!r}"
             )
         if on_event is not None and is_async_callable(on_event):
             raise ConfigurationError(
@@ -144,6 +180,8 @@ class Client:
         self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
         self._sleeper = sleeper
         self._proxy = _checked_proxy(proxy)
+        if self._proxy is None:
+            _check_proxy_variables()
         transport = TransportSpec(
             connect_timeout=self._connect_timeout,
             proxy=self._proxy,
@@ -230,6 +268,10 @@ class Client:
             chain = [self._index[n] for n in names]
         if model is not None and len(chain) != 1:
             raise ConfigurationError("model= is allowed only when a single provider is named")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ConfigurationError(
+                f"model= must be a model name (a non-empty str), got {model!r}"
+            )
         policy = retry if retry is not None else self._retry
         if not isinstance(policy, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {policy!r}")

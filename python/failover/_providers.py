@@ -7,17 +7,33 @@ Client is built, unless given. It never appears in a repr.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar, Optional, Union
 
 from . import _native
-from ._checks import header_text, is_async_callable
+from ._checks import accepts, header_text, is_async_callable
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
 
 #: An API key: the key itself, or a callable returning it, called for each
 #: attempt (rotating Azure AD or Vertex tokens).
 ApiKey = Union[str, Callable[[], str]]
+
+#: Headers the transport writes for each request (framing, connection):
+#: one given by hand would corrupt the request on the wire.
+_TRANSPORT_HEADERS = frozenset(
+    {
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
 
 #: Statuses that mean "overloaded" unless a provider says otherwise.
 DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
@@ -63,15 +79,18 @@ class Provider:
             name = header_text("a header name", k)
             value = header_text(f"header {k!r}", v)
             problem = _native.check_header(name, value)
+            if problem is None and name.lower() in _TRANSPORT_HEADERS:
+                problem = f"{name!r} is set by the transport for each request; it cannot be given"
             if problem is not None:
                 raise ConfigurationError(f"{owner} headers: {problem}")
             self.headers[name] = value
-        self.allow_insecure = bool(allow_insecure)
+        if not isinstance(allow_insecure, bool):
+            raise ConfigurationError(
+                f"{owner} allow_insecure must be True or False, got {allow_insecure!r}"
+            )
+        self.allow_insecure = allow_insecure
         if overloaded_statuses is not None:
-            statuses = tuple(overloaded_statuses)
-            if not all(isinstance(s, int) and 100 <= s <= 599 for s in statuses):
-                raise ConfigurationError(f"{owner} overloaded_statuses must be HTTP statuses")
-            self.overloaded_statuses = statuses
+            self.overloaded_statuses = _overloaded_statuses(owner, overloaded_statuses)
         self._api_key = api_key
         self._env_var = self.env_var
         self._key_required = self.key_required
@@ -82,6 +101,11 @@ class Provider:
         if callable(key):
             # Called for each attempt (from a worker thread on async calls);
             # what it returns is checked then.
+            if not accepts(key, 0):
+                raise ConfigurationError(
+                    f"provider {name!r}: an api_key callable is called with no arguments, "
+                    f"got {key!r}"
+                )
             if is_async_callable(key):
                 raise ConfigurationError(
                     f"provider {name!r}: api_key must be a plain function returning the key; "
@@ -104,9 +128,11 @@ class Provider:
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
             )
-        if key is not None:
-            self._check_secure(name)
-        elif any(map(_native.is_credential_header, self.headers)):
+        if (
+            key is not None
+            or any(map(_native.is_credential_header, self.headers))
+            or _has_userinfo(self.base_url)
+        ):
             self._check_secure(name)
         return key
 
@@ -134,6 +160,38 @@ class Provider:
         return f"{type(self).__name__}(model={self.model!r}, base_url={url!r})"
 
 
+def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
+    """Statuses that mean "overloaded", added to the defaults: server errors
+    (5xx) or a provider's own 4xx (Groq's 498); never a 429, which is
+    already a rate limit, nor an auth, not-found or too-large status."""
+    claimed = (400, 401, 402, 403, 404, 408, 413, 429)
+    if isinstance(statuses, (str, bytes)) or not isinstance(statuses, Iterable):
+        raise ConfigurationError(
+            f"{owner} overloaded_statuses must be a list of statuses, got {statuses!r}"
+        )
+    values = tuple(statuses)
+    for status in values:
+        if (
+            not isinstance(status, int)
+            or isinstance(status, bool)
+            or not 400 <= status <= 599
+            or status in claimed
+        ):
+            raise ConfigurationError(
+                f"{owner} overloaded_statuses must be 4xx or 5xx statuses that mean "
+                f"'overloaded' (not 429 or an auth, not-found or too-large status), "
+                f"got {status!r}"
+            )
+    return values
+
+
+def _has_userinfo(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.username is not None or parts.password is not None
+
+
 def _checked_url(owner: str, url: str) -> str:
     """``url`` if the transport can use it, read exactly as the transport
     will (so a bad one fails here, not at call time)."""
@@ -147,9 +205,18 @@ def _checked_url(owner: str, url: str) -> str:
 
 
 def _display_url(url: str) -> str:
-    """``url`` without a user part or a query, either of which may hold a key."""
+    """``url`` without a user part or a query, either of which may hold a key,
+    even when it is malformed (a forgotten scheme, a ``/`` in a password)."""
     from urllib.parse import urlsplit, urlunsplit
 
+    head, query_mark, _ = url.partition("?")
+    head = head.split("#", 1)[0]
+    if "@" in head:
+        # Whatever stands before the last "@" may be a password: keep only
+        # the scheme and what follows it.
+        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
+        head = scheme + head.rsplit("@", 1)[1]
+    url = head + query_mark + ("..." if query_mark else "")
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -183,11 +183,20 @@ class MockServer:
         after N events (or a body after N bytes).
 
         A bad script fails here, at once, with ``ValueError``: a ``status``
-        that is not an int from 100 to 599, or a push after ``close()``.
+        that is not an int from 100 to 599, a push after ``close()``, ``sse=``
+        with ``json=`` or ``body=`` (or as one str instead of a list of
+        events), a header name or value with a line break.
         """
         pairs = list(headers.items() if isinstance(headers, Mapping) else headers or [])
+        for name, value in pairs:
+            if any(c in f"{name}{value}" for c in "\r\n\0"):
+                raise ValueError(f"header {name!r} holds a line break or NUL")
         if json is not None and body is not None:
             raise ValueError("give json= or body=, not both")
+        if sse is not None and (json is not None or body is not None):
+            raise ValueError("give sse= alone: a stream has no json= or body=")
+        if isinstance(sse, (str, bytes)):
+            raise ValueError("sse= is a list of events (each the text of one event), not one str")
         raw = _json.dumps(json).encode() if json is not None else body or b""
         if isinstance(raw, str):
             raw = raw.encode()

@@ -180,6 +180,10 @@ impl ErrorBody {
     }
 
     pub fn from_json(json: &Value) -> Self {
+        // Gemini's OpenAI-compatible endpoint wraps its error in a list.
+        if let Some(first) = json.as_array().and_then(|items| items.first()) {
+            return Self::from_json(first);
+        }
         let mut out = ErrorBody::default();
         let error = json.get("error");
         let mut add_code = |v: Option<&Value>| match v {
@@ -422,6 +426,13 @@ mod tests {
             Some("<html>bad gateway</html>")
         );
         assert_eq!(m(""), None);
+        // Gemini's OpenAI-compatible endpoint: the same error, in a list.
+        let listed = r#"[{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"API key not valid. Please pass a valid API key."}}]"#;
+        assert_eq!(
+            m(listed).as_deref(),
+            Some("API key not valid. Please pass a valid API key.")
+        );
+        assert_eq!(kind(400, listed), Auth);
         assert_eq!(
             parse_error_body(r#"{"code":1300}"#).codes,
             vec!["1300".to_string()]

@@ -141,6 +141,11 @@ pub fn gemini_retry_delay(body: &str) -> Option<Duration> {
         return None;
     }
     let json: serde_json::Value = serde_json::from_str(body).ok()?;
+    // Gemini's OpenAI-compatible endpoint wraps its error in a list.
+    let json = json
+        .as_array()
+        .and_then(|items| items.first())
+        .unwrap_or(&json);
     let details = json.get("error")?.get("details")?.as_array()?;
     details.iter().find_map(|d| {
         let delay = d.get("retryDelay")?.as_str()?;
@@ -500,6 +505,12 @@ mod tests {
             retry_after(&h(&[("retry-after", "2")]), Some(body), at(NOW)),
             ms(2000)
         );
+    }
+
+    #[test]
+    fn gemini_retry_delay_in_a_list() {
+        let body = r#"[{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"4s"}]}}]"#;
+        assert_eq!(gemini_retry_delay(body), Some(Duration::from_secs(4)));
     }
 
     #[test]

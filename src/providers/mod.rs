@@ -112,10 +112,12 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
             headers.push((name.clone(), value.clone()));
         }
     }
+    let mut secrets = secret_values(&secret_headers);
+    add_secrets(&mut secrets, &url_secrets(&provider.base_url));
     HttpRequest {
         url: endpoint_url(&provider.base_url, &path),
         headers,
-        secrets: secret_values(&secret_headers),
+        secrets,
         secret_headers,
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
     }
@@ -136,9 +138,8 @@ pub fn authorize(
         request.secret_headers.insert(0, header);
         // The key itself is searched for down to MIN_KEY_LEN: a key is never
         // an ordinary word, whatever its length.
-        if key.len() >= MIN_KEY_LEN && !request.secrets.iter().any(|s| s == key) {
-            request.secrets.push(key.to_string());
-            request.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        if key.len() >= MIN_KEY_LEN {
+            add_secrets(&mut request.secrets, &[key.to_string()]);
         }
     }
     request
@@ -202,9 +203,17 @@ pub fn parse_response(
     }
 }
 
-/// A failure that got no response, in words that name the provider.
-pub fn name_failure(provider: &ProviderConfig, mut failure: Failure) -> Failure {
-    failure.message = format!("{}: {}", provider.name, failure.message);
+/// A failure that got no response, in words that name the provider, with
+/// whatever secret `sent` carried removed (a proxy may quote its URL).
+pub fn name_failure(
+    provider: &ProviderConfig,
+    sent: &HttpRequest,
+    mut failure: Failure,
+) -> Failure {
+    failure.message = redact(
+        &format!("{}: {}", provider.name, failure.message),
+        &sent.secrets,
+    );
     failure
 }
 
@@ -237,13 +246,24 @@ fn error_failure(
             .as_str()
             .map(str::to_string)
     });
-    let message = match (parsed.message, response.headers.get("location")) {
-        (Some(m), _) => format!("{} returned {}: {m}", provider.name, response.status),
-        (None, Some(_)) if (300..400).contains(&response.status) => format!(
-            "{} returned {} (a redirect, which failover does not follow: check base_url)",
-            provider.name, response.status
-        ),
-        (None, _) => format!("{} returned {}", provider.name, response.status),
+    let name = &provider.name;
+    let status = response.status;
+    let hint = match status {
+        300..=399 if response.headers.get("location").is_some() => {
+            " (a redirect, which failover does not follow: check base_url)"
+        }
+        // A 407 comes from a proxy, not the provider: every provider behind
+        // it would get the same answer.
+        407 => " (from a proxy: check proxy= or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables)",
+        // A wrong path answers 404 as surely as a wrong model does.
+        404 if json.is_none() => {
+            " (check base_url: it includes the version segment, e.g. .../v1; and the model name)"
+        }
+        _ => "",
+    };
+    let message = match parsed.message {
+        Some(m) => format!("{name} returned {status}{hint}: {m}"),
+        None => format!("{name} returned {status}{hint}"),
     };
     Failure {
         kind,
@@ -313,10 +333,92 @@ pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
             {
                 add(token);
             }
+            // `Basic base64(user:password)`: the password, decoded, too.
+            if scheme.eq_ignore_ascii_case("basic") {
+                use base64::Engine as _;
+                let decoded = base64::engine::general_purpose::STANDARD.decode(token.trim());
+                if let Some(pair) = decoded.ok().and_then(|b| String::from_utf8(b).ok()) {
+                    add(&pair);
+                    add(pair.split_once(':').map_or("", |(_, p)| p));
+                }
+            }
         }
     }
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
     out
+}
+
+/// Adds `more` to `secrets`, keeping them unique and longest first (so a
+/// whole value is replaced before any part of it).
+pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
+    for secret in more {
+        if !secret.is_empty() && !secrets.contains(secret) {
+            secrets.push(secret.clone());
+        }
+    }
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// The credentials a URL carries: the password of its user part (and the
+/// `Basic` token an HTTP client builds from it), and the values of query
+/// parameters whose names say they are credentials (`?key=`,
+/// `?subscription-key=`, `?access_token=`, `?sig=`).
+pub fn url_secrets(url: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(password) = parsed.password() {
+        let decoded = percent_decoded(password);
+        for user in [
+            parsed.username().to_string(),
+            percent_decoded(parsed.username()),
+        ] {
+            for pass in [password, decoded.as_str()] {
+                let pair = format!("{user}:{pass}");
+                out.push(base64::engine::general_purpose::STANDARD.encode(pair));
+            }
+        }
+        out.push(password.to_string());
+        out.push(decoded);
+    }
+    // Query values, both as decoded and as written in the URL.
+    for pair in parsed.query().unwrap_or("").split('&') {
+        let Some((name, raw)) = pair.split_once('=') else {
+            continue;
+        };
+        let name = percent_decoded(name).to_ascii_lowercase();
+        let credential = ["key", "token", "secret", "sig", "password", "auth"]
+            .iter()
+            .any(|w| name.contains(w));
+        if credential {
+            out.push(percent_decoded(&raw.replace('+', " ")));
+            out.push(raw.to_string());
+        }
+    }
+    out.retain(|s| s.len() >= MIN_KEY_LEN);
+    out
+}
+
+/// `%XX` escapes decoded (lossy on invalid UTF-8).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+        if bytes[i] == b'%' {
+            if let (Some(high), Some(low)) = (hex(i + 1), hex(i + 2)) {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A body a provider sent back, as text with the secrets removed, and
@@ -572,5 +674,58 @@ mod tests {
         let body = br#"{"error":{"message":"Incorrect API key provided: abc1234"}}"#;
         let f = parse_response(&p, &sent(&p), response(401, body)).unwrap_err();
         assert!(!f.message.contains("abc1234") && !f.body.unwrap().contains("abc1234"));
+    }
+
+    #[test]
+    fn secrets_in_urls_are_found() {
+        let found = url_secrets(
+            "https://u:p%40ss-word-99@gw.example/v1?api-version=2024-10-21&subscription-key=SUB-KEY-123&sig=a%2Bb%3Dcc",
+        );
+        for secret in [
+            "p%40ss-word-99",
+            "p@ss-word-99",
+            "SUB-KEY-123",
+            "a+b=cc",
+            "a%2Bb%3Dcc",
+        ] {
+            assert!(
+                found.iter().any(|s| s == secret),
+                "{secret} not in {found:?}"
+            );
+        }
+        // base64("u:p@ss-word-99"), the Basic token a client builds.
+        assert!(
+            found.iter().any(|s| s == "dTpwQHNzLXdvcmQtOTk="),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|s| s.contains("2024")),
+            "api-version is no secret"
+        );
+        assert!(url_secrets("https://api.openai.com/v1").is_empty());
+    }
+
+    #[test]
+    fn a_basic_headers_decoded_password_is_a_secret() {
+        // base64("user:hunter2-password")
+        let found = secret_values(&[(
+            "Authorization".into(),
+            "Basic dXNlcjpodW50ZXIyLXBhc3N3b3Jk".into(),
+        )]);
+        assert!(found.iter().any(|s| s == "hunter2-password"), "{found:?}");
+    }
+
+    #[test]
+    fn a_404_or_407_says_where_to_look() {
+        let p = provider(Wire::OpenAI);
+        let f = parse_response(
+            &p,
+            &sent(&p),
+            response(404, b"Cannot POST /chat/completions"),
+        )
+        .unwrap_err();
+        assert!(f.message.contains("check base_url"), "{}", f.message);
+        let f = parse_response(&p, &sent(&p), response(407, b"")).unwrap_err();
+        assert!(f.message.contains("proxy"), "{}", f.message);
     }
 }

@@ -21,6 +21,16 @@ use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, Ret
 use crate::http::{HttpRequest, ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
 
+/// The environment variables the transport reads a proxy from.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
 /// How often a blocking call wakes to let Python handle Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -37,6 +47,9 @@ struct Inner {
     keys: Vec<KeySource>,
     /// `None` once the client is closed; calls in flight keep their clone.
     transport: RwLock<Option<ReqwestTransport>>,
+    /// What a proxy's URL holds of credentials (`proxy=` or the proxy
+    /// environment variables): removed from every answer, as keys are.
+    proxy_secrets: Vec<String>,
     /// `failover._events._emitter(on_event)`.
     emit: Py<PyAny>,
 }
@@ -100,13 +113,25 @@ impl NativeClient {
             });
             keys.push(source);
         }
-        let transport =
-            ReqwestTransport::new(&transport.options()?).map_err(configuration_error)?;
+        let options = transport.options()?;
+        let proxy_urls: Vec<String> = match &options.proxy {
+            Some(url) => vec![url.clone()],
+            None => PROXY_VARIABLES
+                .iter()
+                .filter_map(|name| std::env::var(name).ok())
+                .collect(),
+        };
+        let mut proxy_secrets = Vec::new();
+        for url in &proxy_urls {
+            providers::add_secrets(&mut proxy_secrets, &providers::url_secrets(url));
+        }
+        let transport = ReqwestTransport::new(&options).map_err(configuration_error)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 providers: configs,
                 keys,
                 transport: RwLock::new(Some(transport)),
+                proxy_secrets,
                 emit,
             }),
         })
@@ -346,7 +371,8 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         let provider = configs[index];
         let source = keys[index];
         let built = requests[index].get_or_init(|| {
-            let base = providers::build_request(provider, &request);
+            let mut base = providers::build_request(provider, &request);
+            providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
             match source {
                 KeySource::Fixed => {
                     providers::authorize(provider, &base, provider.api_key.as_deref())
@@ -373,7 +399,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
             let response = transport
                 .send(&sent, timeout)
                 .await
-                .map_err(|failure| providers::name_failure(provider, failure))?;
+                .map_err(|failure| providers::name_failure(provider, &sent, failure))?;
             providers::parse_response(provider, &sent, response)
         }
     });

@@ -18,9 +18,10 @@ pub fn runtime() -> PyResult<&'static Runtime> {
     let pid = std::process::id();
     if *OWNER.get_or_init(|| pid) != pid {
         return Err(failover_error(
-            "this process was forked after failover had started its runtime in the parent, \
-             and that runtime's threads do not survive fork(): make a client's first call \
-             in each worker process, after forking (or use the 'spawn' start method)",
+            "this process was forked after failover had started its runtime in the parent \
+             (a client's first call, or a MockServer), and that runtime's threads do not \
+             survive fork(): start failover only after forking, in each worker process \
+             (or use the 'spawn' start method)",
         ));
     }
     Ok(pyo3_async_runtimes::tokio::get_runtime())
