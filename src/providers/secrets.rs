@@ -1,0 +1,259 @@
+//! Secrets a provider might echo back: which headers are credentials, what
+//! of a header value or a URL is secret, and redaction of text and JSON.
+
+use serde_json::Value;
+
+/// Whether a header carries a credential: sent marked sensitive, redacted
+/// from anything a provider echoes back, and never sent over plain http to
+/// a remote host. `Idempotency-Key` is an identifier, not a secret.
+pub fn is_credential_header(name: &str) -> bool {
+    let lower = name.trim().to_ascii_lowercase();
+    const NAMES: [&str; 6] = [
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+    ];
+    if lower == "idempotency-key" {
+        return false;
+    }
+    NAMES.contains(&lower.as_str())
+        || ["-key", "-token", "-secret", "-authorization"]
+            .iter()
+            .any(|suffix| lower.ends_with(suffix))
+}
+
+/// Shorter header values (and parts) are not searched for in text:
+/// redacting them would mangle ordinary words (`theme=dark`).
+const MIN_SECRET_LEN: usize = 8;
+/// An API key is searched for down to this length: shorter ones (`"k"` in a
+/// test) would redact single letters.
+pub(super) const MIN_KEY_LEN: usize = 4;
+
+/// What a provider could echo of these credential headers: each value whole
+/// and its secret parts — the token after an auth scheme (`Bearer `,
+/// `Basic `), each cookie's value. Longest first, so a whole value is
+/// replaced before any part of it.
+pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |s: &str| {
+        let s = s.trim();
+        if s.len() >= MIN_SECRET_LEN && !out.iter().any(|o| o == s) {
+            out.push(s.to_string());
+        }
+    };
+    for (name, value) in headers {
+        add(value);
+        let lower = name.to_ascii_lowercase();
+        if lower == "cookie" {
+            for pair in value.split(';') {
+                add(pair.split_once('=').map_or(pair, |(_, v)| v));
+            }
+        } else if let Some((scheme, token)) = value.trim().split_once(' ') {
+            // `Bearer X`, `Basic X`, `Token X`: the credential is X.
+            if !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                add(token);
+            }
+            // `Basic base64(user:password)`: the password, decoded, too.
+            if scheme.eq_ignore_ascii_case("basic") {
+                use base64::Engine as _;
+                let decoded = base64::engine::general_purpose::STANDARD.decode(token.trim());
+                if let Some(pair) = decoded.ok().and_then(|b| String::from_utf8(b).ok()) {
+                    add(&pair);
+                    add(pair.split_once(':').map_or("", |(_, p)| p));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
+}
+
+/// Adds `more` to `secrets`, keeping them unique and longest first (so a
+/// whole value is replaced before any part of it).
+pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
+    for secret in more {
+        if !secret.is_empty() && !secrets.contains(secret) {
+            secrets.push(secret.clone());
+        }
+    }
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// The credentials a URL carries: the password of its user part (and the
+/// `Basic` token an HTTP client builds from it), and the values of query
+/// parameters whose names say they are credentials (`?key=`,
+/// `?subscription-key=`, `?access_token=`, `?sig=`).
+pub fn url_secrets(url: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(password) = parsed.password() {
+        let decoded = percent_decoded(password);
+        for user in [
+            parsed.username().to_string(),
+            percent_decoded(parsed.username()),
+        ] {
+            for pass in [password, decoded.as_str()] {
+                let pair = format!("{user}:{pass}");
+                out.push(base64::engine::general_purpose::STANDARD.encode(pair));
+            }
+        }
+        out.push(password.to_string());
+        out.push(decoded);
+    }
+    // Query values, both as decoded and as written in the URL.
+    for pair in parsed.query().unwrap_or("").split('&') {
+        let Some((name, raw)) = pair.split_once('=') else {
+            continue;
+        };
+        let name = percent_decoded(name).to_ascii_lowercase();
+        let credential = ["key", "token", "secret", "sig", "password", "auth"]
+            .iter()
+            .any(|w| name.contains(w));
+        if credential {
+            out.push(percent_decoded(&raw.replace('+', " ")));
+            out.push(raw.to_string());
+        }
+    }
+    out.retain(|s| s.len() >= MIN_KEY_LEN);
+    out
+}
+
+/// `%XX` escapes decoded (lossy on invalid UTF-8).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+        if bytes[i] == b'%' {
+            if let (Some(high), Some(low)) = (hex(i + 1), hex(i + 2)) {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A body a provider sent back, as text with the secrets removed, and
+/// parsed when it is JSON. JSON may escape any character of a secret (`\/`,
+/// `\u002f`), so the decoded strings are searched too, and the body
+/// re-serialised when one held a secret.
+pub fn redacted_body(secrets: &[String], body: &[u8]) -> (String, Option<Value>) {
+    let raw = String::from_utf8_lossy(body);
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(mut json) => {
+            let text = if !secrets.is_empty() && redact_json(&mut json, secrets) {
+                json.to_string()
+            } else {
+                redact(&raw, secrets)
+            };
+            (text, Some(json))
+        }
+        Err(_) => (redact(&raw, secrets), None),
+    }
+}
+
+/// `text` with every secret replaced by `<redacted>`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
+    match value {
+        Value::String(s) if secrets.iter().any(|k| s.contains(k.as_str())) => {
+            *s = redact(s, secrets);
+            true
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |hit, v| redact_json(v, secrets) | hit),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |hit, v| redact_json(v, secrets) | hit),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_headers_are_the_documented_ones() {
+        for name in [
+            "Authorization",
+            "proxy-authorization",
+            "Cookie",
+            "x-api-key",
+            "api-key",
+            "X-Goog-Api-Key",
+            "X-Custom-Key",
+            "x-gateway-token",
+            "x-client-secret",
+        ] {
+            assert!(is_credential_header(name), "{name}");
+        }
+        for name in ["Idempotency-Key", "x-trace", "content-type", "keyboard"] {
+            assert!(!is_credential_header(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn secrets_in_urls_are_found() {
+        let found = url_secrets(
+            "https://u:p%40ss-word-99@gw.example/v1?api-version=2024-10-21&subscription-key=SUB-KEY-123&sig=a%2Bb%3Dcc",
+        );
+        for secret in [
+            "p%40ss-word-99",
+            "p@ss-word-99",
+            "SUB-KEY-123",
+            "a+b=cc",
+            "a%2Bb%3Dcc",
+        ] {
+            assert!(
+                found.iter().any(|s| s == secret),
+                "{secret} not in {found:?}"
+            );
+        }
+        // base64("u:p@ss-word-99"), the Basic token a client builds.
+        assert!(
+            found.iter().any(|s| s == "dTpwQHNzLXdvcmQtOTk="),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|s| s.contains("2024")),
+            "api-version is no secret"
+        );
+        assert!(url_secrets("https://api.openai.com/v1").is_empty());
+    }
+
+    #[test]
+    fn a_basic_headers_decoded_password_is_a_secret() {
+        // base64("user:hunter2-password")
+        let found = secret_values(&[(
+            "Authorization".into(),
+            "Basic dXNlcjpodW50ZXIyLXBhc3N3b3Jk".into(),
+        )]);
+        assert!(found.iter().any(|s| s == "hunter2-password"), "{found:?}");
+    }
+}
