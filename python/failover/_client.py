@@ -35,17 +35,6 @@ def _messages(prompt: Prompt) -> list[Any]:
     return [dict(m) if isinstance(m, Mapping) and not isinstance(m, dict) else m for m in prompt]
 
 
-#: Where the transport finds a proxy when ``proxy=`` is not given.
-_PROXY_VARIABLES = (
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-)
-
-
 def _checked_proxy(proxy: object, where: str = "proxy") -> Optional[str]:
     if proxy is None:
         return None
@@ -68,7 +57,7 @@ def _check_proxy_variables() -> None:
     would otherwise fail every call, retried like an outage."""
     import os
 
-    for name in _PROXY_VARIABLES:
+    for name in _native.PROXY_VARIABLES:
         value = os.environ.get(name, "").strip()
         if value:
             # A bare host:port is read as http://host:port, as curl does.

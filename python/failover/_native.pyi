@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_STOP_ON",
     "ERROR_KINDS",
     "MAX_SECONDS",
+    "PROXY_VARIABLES",
     "AttemptData",
     "NativeClient",
     "NativeMockServer",
@@ -27,6 +28,7 @@ __version__: str
 MAX_SECONDS: float
 ERROR_KINDS: tuple[str, ...]
 DEFAULT_STOP_ON: tuple[str, ...]
+PROXY_VARIABLES: tuple[str, ...]
 
 def retry_after(
     headers: list[tuple[str, str]], body: str | None = None, now: float | None = None

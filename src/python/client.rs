@@ -21,8 +21,9 @@ use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, Ret
 use crate::http::{HttpRequest, ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
 
-/// The environment variables the transport reads a proxy from.
-const PROXY_VARIABLES: [&str; 6] = [
+/// The environment variables the transport reads a proxy from (Python
+/// checks the same list when a client is built: `_native.PROXY_VARIABLES`).
+pub const PROXY_VARIABLES: [&str; 6] = [
     "HTTPS_PROXY",
     "https_proxy",
     "HTTP_PROXY",

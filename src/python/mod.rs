@@ -84,6 +84,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;
     let stop_on: Vec<&str> = DEFAULT_STOP_ON.iter().map(ErrorKind::as_str).collect();
     m.add("DEFAULT_STOP_ON", PyTuple::new(m.py(), stop_on)?)?;
+    m.add(
+        "PROXY_VARIABLES",
+        PyTuple::new(m.py(), client::PROXY_VARIABLES)?,
+    )?;
     m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
     m.add_function(wrap_pyfunction!(check_header, m)?)?;
     m.add_class::<client::NativeClient>()?;
