@@ -868,3 +868,183 @@ def test_a_providers_own_overloaded_4xx_is_accepted(mock_server):
 def test_mock_server_refuses_scripts_it_could_not_serve(mock_server, push):
     with pytest.raises(ValueError):
         push(mock_server)
+
+
+# Found by the second review -------------------------------------------------------
+
+
+def _clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*failover._native.PROXY_VARIABLES, "NO_PROXY", "no_proxy", "REQUEST_METHOD"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_schemeless_proxy_variable_password_is_redacted(mock_server, monkeypatch):
+    _clear_proxy_variables(monkeypatch)
+    host = mock_server.url.removeprefix("http://")
+    monkeypatch.setenv("HTTP_PROXY", f"pu:SCHEMELESSPW_123@{host}")
+    mock_server.push(407, body="no entry for pu:SCHEMELESSPW_123")
+    target = failover.OpenAICompatible(model="m", base_url="http://upstream.invalid/v1")
+    with pytest.raises(failover.BadRequest) as info:
+        failover.Client({"a": target}).prompt("Hi")
+    for text in (str(info.value), repr(info.value), info.value.body or ""):
+        assert "SCHEMELESSPW_123" not in text, text
+
+
+def test_a_token_given_as_the_user_name_is_redacted(mock_server):
+    # base64("USERONLYTOKEN_abc123:") is what the transport sends as Basic.
+    mock_server.push(401, body="token USERONLYTOKEN_abc123 (VVNFUk9OTFlUT0tFTl9hYmMxMjM6) revoked")
+    base = mock_server.url.replace("http://", "http://USERONLYTOKEN_abc123@") + "/v1"
+    with pytest.raises(failover.AuthenticationError) as info:
+        failover.Client({"a": failover.OpenAICompatible(model="m", base_url=base)}).prompt("Hi")
+    assert "USERONLYTOKEN" not in str(info.value) and "VVNFUk9O" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http:/u:pw-secret-99@gw.example.com/v1",
+        "http:\\\\u:pw-secret-99@gw.example.com/v1",
+        "http:u:pw-secret-99@gw.example.com/v1",
+        "http://TOKEN-only-123@gw.example.com/v1",
+    ],
+)
+def test_a_user_part_however_written_is_never_sent_over_plain_http(url):
+    provider = failover.OpenAICompatible(model="m", base_url=url)
+    with pytest.raises(failover.ConfigurationError, match="plain http") as info:
+        failover.Client({"g": provider})
+    assert "pw-secret" not in str(info.value) and "TOKEN-only" not in str(info.value)
+
+
+def test_only_the_proxy_variables_the_transport_uses_are_checked(monkeypatch):
+    provider = failover.OpenAI(model="m", api_key="k")
+    _clear_proxy_variables(monkeypatch)
+    # Clash/V2Ray style: ALL_PROXY is not used when both others are set.
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:7890")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:7890")
+    monkeypatch.setenv("all_proxy", "socks5://127.0.0.1:7890")
+    failover.Client({"a": provider})
+    # A lowercase variable shadowed by its uppercase twin is not read.
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:7890")
+    monkeypatch.setenv("https_proxy", "socks5://127.0.0.1:1")
+    failover.Client({"a": provider})
+    # Under CGI no proxy variable is read at all.
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("REQUEST_METHOD", "GET")
+    monkeypatch.setenv("HTTP_PROXY", "socks5://127.0.0.1:1")
+    failover.Client({"a": provider})
+    # But one that is used and unusable is refused, naming it.
+    monkeypatch.delenv("REQUEST_METHOD")
+    with pytest.raises(failover.ConfigurationError, match="HTTP_PROXY"):
+        failover.Client({"a": provider})
+
+
+def test_odd_text_in_urls_is_a_configuration_error(monkeypatch):
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setitem(__import__("os").environb, b"HTTP_PROXY", b"http://u:p\xff@proxy:3128")
+    failover.Client(
+        {"a": failover.OpenAI(model="m", api_key="k")}
+    )  # skipped, as the transport does
+    with pytest.raises(failover.ConfigurationError):
+        failover.OpenAICompatible(model="m", base_url="https://host\udc80/v1")
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, proxy="http://p\udc80:1")
+
+
+def test_overloaded_statuses_add_to_the_wires_own(mock_server, call):
+    provider = openai(mock_server, overloaded_statuses=[498])
+    assert 498 in provider.overloaded_statuses and 503 in provider.overloaded_statuses
+    assert (
+        529
+        in failover.Anthropic(model="m", api_key="k", overloaded_statuses=[498]).overloaded_statuses
+    )
+    client = failover.Client({"a": provider}, retry=SINGLE_TRY)
+    for status in (498, 503):
+        mock_server.push(status)
+        with pytest.raises(failover.ProviderOverloaded):
+            call(client)
+
+
+def test_a_407_from_a_proxy_to_an_https_target_ends_the_call_naming_the_proxy(
+    mock_server, backup_server
+):
+    mock_server.push(407)
+    backup_server.push(407)
+    client = failover.Client(
+        {
+            "a": failover.OpenAI(model="m", api_key="sk-test-1234567890"),
+            "b": failover.Anthropic(model="m", api_key="sk-test-1234567890"),
+        },
+        proxy=mock_server.url,
+        sleeper=FakeSleeper(),
+    )
+    with pytest.raises(failover.BadRequest, match="proxy asked for credentials"):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 1, "not retried, not failed over"
+    assert mock_server.requests[0].method == "CONNECT"
+
+
+def test_a_host_header_is_allowed(mock_server):
+    mock_server.push_text("routed")
+    provider = openai(mock_server, headers={"Host": "llm.internal.example"})
+    assert failover.Client({"a": provider}).prompt("Hi").text == "routed"
+    assert mock_server.requests[0].headers["host"] == "llm.internal.example"
+
+
+@pytest.mark.parametrize(
+    ("url", "hidden", "shown"),
+    [
+        ("http://user:Hunt/er?2@proxy.corp:3128", "er", "does not parse"),
+        ("http://gw.example.com/v1/@org", "", "gw.example.com/v1/@org"),
+    ],
+)
+def test_urls_are_shown_as_the_transport_reads_them(url, hidden, shown):
+    from failover._providers import _display_url
+
+    text = _display_url(url)
+    assert shown in text and (not hidden or hidden not in text), text
+
+
+def test_ordinary_query_parameters_are_not_redacted(mock_server):
+    mock_server.push(400, json={"error": {"message": "gpt-4o is not available in eastus"}})
+    base = f"{mock_server.url}/v1?token_region=eastus&design=gpt-4o"
+    with pytest.raises(failover.BadRequest, match="gpt-4o is not available in eastus"):
+        failover.Client({"a": failover.OpenAICompatible(model="m", base_url=base)}).prompt("Hi")
+
+
+def test_a_key_function_whose_decorator_supplies_its_argument_is_accepted(mock_server):
+    import functools
+
+    def with_session(function):  # type: ignore[no-untyped-def]
+        @functools.wraps(function)
+        def wrapper() -> str:
+            return function("session")  # type: ignore[no-any-return]
+
+        return wrapper
+
+    @with_session
+    def get_token(session: str) -> str:
+        return f"token-for-{session}-0123"
+
+    mock_server.push_text("ok")
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=get_token)
+    assert failover.Client({"a": provider}).prompt("Hi").text == "ok"
+    assert mock_server.requests[0].headers["authorization"] == "Bearer token-for-session-0123"
+
+
+def test_a_json_not_found_from_a_router_says_to_check_base_url(mock_server):
+    mock_server.push(404, json={"detail": "Not Found"})
+    with pytest.raises(failover.ModelNotFound, match="check base_url"):
+        failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY).prompt("Hi")
+
+
+def test_a_key_callables_error_text_is_redacted(mock_server):
+    base = mock_server.url.replace("http://", "http://u:BASEURLPW_12345@") + "/v1"
+
+    def token() -> str:
+        raise RuntimeError(f"cannot reach {base}")
+
+    provider = failover.OpenAICompatible(model="m", base_url=base, api_key=token)
+    with pytest.raises(failover.AuthenticationError) as info:
+        failover.Client({"a": provider}).prompt("Hi")
+    assert "BASEURLPW_12345" not in str(info.value), info.value

@@ -81,7 +81,8 @@ def accepts(function: object, count: int) -> bool:
     import inspect  # only when a callable option is given: not at import
 
     try:
-        signature = inspect.signature(function)  # type: ignore[arg-type]
+        # follow_wrapped=False: a decorator may supply arguments itself.
+        signature = inspect.signature(function, follow_wrapped=False)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return True
     try:

@@ -11,7 +11,7 @@ from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response
 from ._policy import RetryPolicy
-from ._providers import Provider, _display_url
+from ._providers import Provider, _display_url, _url_problem
 from ._seam import CallArgs, TransportSpec
 
 #: A prompt: a string (one user message) or a list of message dicts.
@@ -44,7 +44,7 @@ def _checked_proxy(proxy: object, where: str = "proxy") -> Optional[str]:
         raise ConfigurationError(
             f"{where}: socks proxies are not supported: use an http:// or https:// proxy"
         )
-    problem = _native.check_base_url(proxy)
+    problem = _url_problem(proxy)
     if problem is not None:
         raise ConfigurationError(
             f"{where} must be an http(s) URL; {_display_url(proxy)!r} is not: {problem}"
@@ -53,16 +53,36 @@ def _checked_proxy(proxy: object, where: str = "proxy") -> Optional[str]:
 
 
 def _check_proxy_variables() -> None:
-    """The proxy environment variables, checked as ``proxy=`` is: a bad one
-    would otherwise fail every call, retried like an outage."""
+    """The proxy environment variables the transport will use, checked as
+    ``proxy=`` is: a bad one would otherwise fail every call, retried like an
+    outage. Read as the transport reads them: the first of each pair
+    (``HTTPS_PROXY`` before ``https_proxy``), ``ALL_PROXY`` only where one of
+    the others is missing, none under CGI (``REQUEST_METHOD`` set)."""
     import os
 
-    for name in _native.PROXY_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value:
-            # A bare host:port is read as http://host:port, as curl does.
-            url = value if "://" in value else f"http://{value}"
-            _checked_proxy(url, where=f"the {name} environment variable")
+    if "REQUEST_METHOD" in os.environ:
+        return
+
+    def first(upper: str) -> Optional[tuple[str, str]]:
+        for name in (upper, upper.lower()):
+            value = os.environ.get(name)
+            if value is None:
+                continue
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                continue  # not UTF-8: the transport skips it too
+            return name, value.strip()
+        return None
+
+    https, http, every = first("HTTPS_PROXY"), first("HTTP_PROXY"), first("ALL_PROXY")
+    used = [found for found in (https, http) if found and found[1]]
+    if len(used) < 2 and every and every[1]:
+        used.append(every)
+    for name, value in used:
+        # A bare host:port is read as http://host:port, as curl does.
+        url = value if "://" in value else f"http://{value}"
+        _checked_proxy(url, where=f"the {name} environment variable")
 
 
 def _checked_verify(verify: object) -> Union[bool, str]:

@@ -22,6 +22,7 @@ __all__ = [
     "check_header",
     "is_credential_header",
     "retry_after",
+    "url_parts",
 ]
 
 __version__: str
@@ -36,6 +37,7 @@ def retry_after(
 def is_credential_header(name: str) -> bool: ...
 def check_base_url(url: str) -> str | None: ...
 def check_header(name: str, value: str) -> str | None: ...
+def url_parts(url: str) -> tuple[str, str, int | None, str, bool, bool] | None: ...
 
 @final
 class NativePolicy:

@@ -25,7 +25,6 @@ _TRANSPORT_HEADERS = frozenset(
     {
         "content-length",
         "transfer-encoding",
-        "host",
         "connection",
         "keep-alive",
         "proxy-connection",
@@ -90,7 +89,9 @@ class Provider:
             )
         self.allow_insecure = allow_insecure
         if overloaded_statuses is not None:
-            self.overloaded_statuses = _overloaded_statuses(owner, overloaded_statuses)
+            # Added to the wire's own (a provider's 498 does not drop 503).
+            extra = _overloaded_statuses(owner, overloaded_statuses)
+            self.overloaded_statuses = tuple(dict.fromkeys((*self.overloaded_statuses, *extra)))
         self._api_key = api_key
         self._env_var = self.env_var
         self._key_required = self.key_required
@@ -185,17 +186,32 @@ def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
     return values
 
 
-def _has_userinfo(url: str) -> bool:
-    from urllib.parse import urlsplit
+def _url_problem(url: str) -> Optional[str]:
+    """Why the transport cannot use ``url``, or ``None``."""
+    try:
+        return _native.check_base_url(url)
+    except UnicodeEncodeError:
+        return "it holds characters that are not valid Unicode"
 
-    parts = urlsplit(url)
-    return parts.username is not None or parts.password is not None
+
+def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool, bool]]:
+    """``url`` as the transport reads it (scheme, host, port, path, has a
+    query, has a user part), or ``None``: never another parser's reading."""
+    try:
+        return _native.url_parts(url)
+    except UnicodeEncodeError:
+        return None
+
+
+def _has_userinfo(url: str) -> bool:
+    parts = _url_parts(url)
+    return parts is None or parts[5]
 
 
 def _checked_url(owner: str, url: str) -> str:
     """``url`` if the transport can use it, read exactly as the transport
     will (so a bad one fails here, not at call time)."""
-    problem = _native.check_base_url(url)
+    problem = _url_problem(url)
     if problem is not None:
         raise ConfigurationError(
             f"{owner} base_url must be an http(s) URL with a host; "
@@ -205,46 +221,31 @@ def _checked_url(owner: str, url: str) -> str:
 
 
 def _display_url(url: str) -> str:
-    """``url`` without a user part or a query, either of which may hold a key,
-    even when it is malformed (a forgotten scheme, a ``/`` in a password)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    head, query_mark, _ = url.partition("?")
-    head = head.split("#", 1)[0]
-    if "@" in head:
-        # Whatever stands before the last "@" may be a password: keep only
-        # the scheme and what follows it.
-        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
-        head = scheme + head.rsplit("@", 1)[1]
-    url = head + query_mark + ("..." if query_mark else "")
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        netloc = f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        netloc = host
-    query = "..." if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    """``url`` as the transport reads it, without a user part or a query
+    (either may hold a key); nothing of it when it does not parse, since a
+    malformed URL may put a password anywhere."""
+    parts = _url_parts(url)
+    if parts is None:
+        return "<a URL that does not parse>"
+    scheme, host, port, path, has_query, _ = parts
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{scheme}://{netloc}{'' if path == '/' else path}{'?...' if has_query else ''}"
 
 
 def _safe_for_secrets(url: str) -> bool:
-    # Imported on first use: they are not cheap, and `import failover` should be.
+    # Imported on first use: it is not cheap, and `import failover` should be.
     import ipaddress
-    from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    if parts.scheme == "https":
+    parts = _url_parts(url)
+    if parts is None:
+        return False
+    scheme, host = parts[0], parts[1]
+    if scheme == "https":
         return True
-    host = parts.hostname or ""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 

@@ -224,6 +224,14 @@ impl ReqwestTransport {
             (ErrorKind::Timeout, message)
         } else if error.is_timeout() {
             (ErrorKind::Timeout, format!("no response from {host}"))
+        } else if describe(error).contains("proxy authorization required") {
+            // The proxy answered a CONNECT with 407: every provider behind it
+            // would get the same, so this is no outage to retry.
+            let message = format!(
+                "cannot connect to {host}: the proxy asked for credentials (407): check \
+                 proxy= or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables"
+            );
+            (ErrorKind::BadRequest, message)
         } else if error.is_builder() {
             let message = format!("cannot send a request to {host}: {}", describe(error));
             (ErrorKind::BadRequest, message)

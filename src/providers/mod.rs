@@ -261,8 +261,9 @@ fn error_failure(
         // A 407 comes from a proxy, not the provider: every provider behind
         // it would get the same answer.
         407 => " (from a proxy: check proxy= or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables)",
-        // A wrong path answers 404 as surely as a wrong model does.
-        404 if json.is_none() => {
+        // A wrong path answers 404 as surely as a wrong model does: a page,
+        // or a bare "Not Found" (FastAPI servers, Anthropic's own router).
+        404 if json.is_none() || bare_not_found(parsed.message.as_deref()) => {
             " (check base_url: it includes the version segment, e.g. .../v1; and the model name)"
         }
         _ => "",
@@ -280,6 +281,12 @@ fn error_failure(
         request_id,
         out_of_time: false,
     }
+}
+
+/// Whether an error message is only a router's "Not Found" (no model named).
+fn bare_not_found(message: Option<&str>) -> bool {
+    let message = message.unwrap_or("").trim().trim_end_matches('.');
+    message.is_empty() || message.eq_ignore_ascii_case("not found")
 }
 
 fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {

@@ -86,46 +86,105 @@ pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
-/// The credentials a URL carries: the password of its user part (and the
-/// `Basic` token an HTTP client builds from it), and the values of query
-/// parameters whose names say they are credentials (`?key=`,
-/// `?subscription-key=`, `?access_token=`, `?sig=`).
+/// The credentials a URL carries: its user part (a password, or a token
+/// given as the user name, and the `Basic` token an HTTP client builds from
+/// them), and the values of query parameters whose names say they are
+/// credentials (`?key=`, `?subscription-key=`, `?access_token=`, `?sig=`,
+/// `?code=`). A URL without a scheme is read as `http://`, as proxy
+/// variables are.
 pub fn url_secrets(url: &str) -> Vec<String> {
     use base64::Engine as _;
+    let url = url.trim();
+    let with_scheme;
+    let url = if url.contains("://") {
+        url
+    } else {
+        with_scheme = format!("http://{url}");
+        &with_scheme
+    };
     let Ok(parsed) = reqwest::Url::parse(url) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    if let Some(password) = parsed.password() {
-        let decoded = percent_decoded(password);
-        for user in [
-            parsed.username().to_string(),
-            percent_decoded(parsed.username()),
-        ] {
-            for pass in [password, decoded.as_str()] {
+    let user = parsed.username();
+    let password = parsed.password().unwrap_or("");
+    if !user.is_empty() || !password.is_empty() {
+        let users = [user.to_string(), percent_decoded(user)];
+        let passwords = [password.to_string(), percent_decoded(password)];
+        for user in &users {
+            for pass in &passwords {
                 let pair = format!("{user}:{pass}");
                 out.push(base64::engine::general_purpose::STANDARD.encode(pair));
             }
         }
-        out.push(password.to_string());
-        out.push(decoded);
+        if password.is_empty() {
+            // A token given as the user name (`https://TOKEN@host`).
+            out.extend(users);
+        } else {
+            out.extend(passwords);
+        }
     }
     // Query values, both as decoded and as written in the URL.
     for pair in parsed.query().unwrap_or("").split('&') {
         let Some((name, raw)) = pair.split_once('=') else {
             continue;
         };
-        let name = percent_decoded(name).to_ascii_lowercase();
-        let credential = ["key", "token", "secret", "sig", "password", "auth"]
-            .iter()
-            .any(|w| name.contains(w));
-        if credential {
+        if is_credential_parameter(&percent_decoded(name)) {
             out.push(percent_decoded(&raw.replace('+', " ")));
             out.push(raw.to_string());
         }
     }
     out.retain(|s| s.len() >= MIN_KEY_LEN);
     out
+}
+
+/// Whether a query parameter's name says it carries a credential, by whole
+/// words (`subscription-key`, `access_token`, `apiKey`, `code`), so that
+/// `token_region` or `author` are not.
+fn is_credential_parameter(name: &str) -> bool {
+    const WORDS: [&str; 14] = [
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "sig",
+        "signature",
+        "password",
+        "pwd",
+        "pass",
+        "code",
+        "auth",
+        "jwt",
+        "credential",
+        "credentials",
+    ];
+    const SUFFIXES: [&str; 3] = ["token", "secret", "password"];
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.' | ' ') {
+            words.push(std::mem::take(&mut current));
+        } else if c.is_ascii_uppercase() && !current.is_empty() {
+            words.push(std::mem::replace(
+                &mut current,
+                c.to_ascii_lowercase().to_string(),
+            ));
+        } else {
+            current.push(c.to_ascii_lowercase());
+        }
+    }
+    words.push(current);
+    let words: Vec<&str> = words
+        .iter()
+        .map(String::as_str)
+        .filter(|w| !w.is_empty())
+        .collect();
+    match words.as_slice() {
+        // `token_region` names a region, not a token: the credential word
+        // must end the name (`access_token`, `subscription-key`) or be it.
+        [.., last] => WORDS.contains(last) || SUFFIXES.iter().any(|s| last.ends_with(s)),
+        [] => false,
+    }
 }
 
 /// `%XX` escapes decoded (lossy on invalid UTF-8).
@@ -255,5 +314,50 @@ mod tests {
             "Basic dXNlcjpodW50ZXIyLXBhc3N3b3Jk".into(),
         )]);
         assert!(found.iter().any(|s| s == "hunter2-password"), "{found:?}");
+    }
+
+    #[test]
+    fn user_names_used_as_tokens_and_schemeless_urls() {
+        let found = url_secrets("http://USERONLYTOKEN_abc123@gw.example:8080/v1");
+        assert!(
+            found.iter().any(|s| s == "USERONLYTOKEN_abc123"),
+            "{found:?}"
+        );
+        // base64("USERONLYTOKEN_abc123:")
+        assert!(
+            found.iter().any(|s| s == "VVNFUk9OTFlUT0tFTl9hYmMxMjM6"),
+            "{found:?}"
+        );
+        let found = url_secrets("pu:SCHEMELESSPW_123@proxy.corp:3128");
+        assert!(found.iter().any(|s| s == "SCHEMELESSPW_123"), "{found:?}");
+    }
+
+    #[test]
+    fn credential_parameters_are_named_by_whole_words() {
+        for name in [
+            "key",
+            "api-key",
+            "api_key",
+            "apiKey",
+            "subscription-key",
+            "access_token",
+            "code",
+            "sig",
+            "X-Amz-Signature",
+            "client_secret",
+            "pwd",
+        ] {
+            assert!(is_credential_parameter(name), "{name}");
+        }
+        for name in [
+            "token_region",
+            "design",
+            "author",
+            "monkey",
+            "api-version",
+            "keyboard",
+        ] {
+            assert!(!is_credential_parameter(name), "{name}");
+        }
     }
 }

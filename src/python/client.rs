@@ -294,6 +294,7 @@ async fn chat(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
 fn callable_key(
     provider: &ProviderConfig,
     callable: &Py<PyAny>,
+    secrets: &[String],
     interrupt: &Interrupt,
 ) -> Result<String, Option<Failure>> {
     let name = &provider.name;
@@ -303,6 +304,7 @@ fn callable_key(
                 Ok(value) => value.into_bound(py),
                 Err(error) if error.is_instance_of::<pyo3::exceptions::PyException>(py) => {
                     let text = format!("{name}: the api_key callable raised {error}");
+                    let text = providers::redact(&text, secrets);
                     return Err(Some(Failure::without_response(ErrorKind::Auth, text)));
                 }
                 Err(error) => {
@@ -384,7 +386,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         let sent = match source {
             KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
             KeySource::Callable(callable) => {
-                callable_key(provider, callable, interrupt).map(|key| {
+                callable_key(provider, callable, &built.secrets, interrupt).map(|key| {
                     std::borrow::Cow::Owned(providers::authorize(provider, built, Some(&key)))
                 })
             }

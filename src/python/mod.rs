@@ -59,6 +59,27 @@ fn check_base_url(url: &str) -> Option<String> {
     }
 }
 
+/// A URL as the transport reads it: `(scheme, host, port, path, has a
+/// query, has a user part)`, or `None` when it does not parse. Python
+/// decides what is safe and what to show from this, never from another
+/// parser's reading of the same text.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn url_parts(url: &str) -> Option<(String, String, Option<u16>, String, bool, bool)> {
+    let u = reqwest::Url::parse(url).ok()?;
+    // host_str brackets an IPv6 address: "[::1]".
+    let host = u.host_str().filter(|h| !h.is_empty())?.to_string();
+    let has_user = !u.username().is_empty() || u.password().is_some();
+    Some((
+        u.scheme().to_string(),
+        host,
+        u.port(),
+        u.path().to_string(),
+        u.query().is_some(),
+        has_user,
+    ))
+}
+
 /// Checks a header as the transport will send it; returns why it cannot be
 /// sent, or `None`.
 #[pyfunction]
@@ -90,6 +111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
     m.add_function(wrap_pyfunction!(check_header, m)?)?;
+    m.add_function(wrap_pyfunction!(url_parts, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;
