@@ -35,7 +35,7 @@ def test_request_shapes_and_response_fields(mock_server, backup_server, call):
     assert (r.text, r.provider, r.finish_reason, r.request_id) == (
         "Hello from Claude",
         "claude",
-        "end_turn",
+        "stop",  # end_turn, in one vocabulary
         "req_1",
     )
     assert r.usage == failover.Usage(12, 3, 0, 0, None)

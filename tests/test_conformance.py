@@ -357,11 +357,23 @@ def _expected_usage(rec: Recording) -> tuple[int, int]:
     return usage["prompt_tokens"], usage["completion_tokens"]
 
 
+#: Each wire's stop words in failover's one vocabulary.
+ONE_VOCABULARY = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
 def _expected_finish(rec: Recording) -> str:
     body = rec.body_json
     if rec.wire == "anthropic":
-        return body["stop_reason"]  # type: ignore[no-any-return]
-    return body["choices"][0]["finish_reason"]  # type: ignore[no-any-return]
+        raw = body["stop_reason"]
+    else:
+        raw = body["choices"][0]["finish_reason"]
+    return ONE_VOCABULARY.get(raw, raw)  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- the cases

@@ -283,7 +283,13 @@ def test_an_assistant_message_with_tool_calls_needs_no_content(mock_server):
     mock_server.push_text("ok")
     messages = [
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
     assert failover.Client({"a": openai(mock_server)}).prompt(messages).text == "ok"

@@ -26,7 +26,7 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._hints import retry_after
-from ._models import Attempt, Response, Usage
+from ._models import Attempt, Response, Tool, ToolCall, Usage
 from ._native import __version__
 from ._policy import Backoff, RetryPolicy
 from ._providers import Anthropic, OpenAI, OpenAICompatible, Provider
@@ -59,6 +59,8 @@ __all__ = [
     "RetryScheduled",
     "ServerError",
     "StreamInterrupted",
+    "Tool",
+    "ToolCall",
     "Usage",
     "__version__",
     "retry_after",

@@ -9,7 +9,7 @@ from . import _native, _sleep
 from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
-from ._models import Response
+from ._models import Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Provider, _display_url, _url_problem
 from ._seam import CallArgs, TransportSpec
@@ -83,6 +83,25 @@ def _check_proxy_variables() -> None:
         # A bare host:port is read as http://host:port, as curl does.
         url = value if "://" in value else f"http://{value}"
         _checked_proxy(url, where=f"the {name} environment variable")
+
+
+def _tools(tools: object) -> Optional[list[dict[str, Any]]]:
+    """``tools=`` as the engine reads it: a list of tool dicts."""
+    if tools is None:
+        return None
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, (list, tuple)):
+        raise ConfigurationError(
+            f"tools must be a list of failover.Tool or tool dicts, got {type(tools).__name__}"
+        )
+    wire: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, Tool):
+            wire.append(tool._wire())
+        elif isinstance(tool, Mapping):
+            wire.append(dict(tool))
+        else:
+            raise ConfigurationError(f"each tool must be a failover.Tool or a dict, got {tool!r}")
+    return wire
 
 
 def _checked_verify(verify: object) -> Union[bool, str]:
@@ -252,6 +271,8 @@ class Client:
         system: Optional[str],
         max_tokens: Optional[int],
         temperature: Optional[float],
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
+        tool_choice: Optional[str],
         is_async: bool,
     ) -> CallArgs:
         if provider is None:
@@ -312,6 +333,15 @@ class Client:
         args.system = system
         args.max_tokens = max_tokens
         args.temperature = temperature
+        args.tools = _tools(tools)
+        if tool_choice is not None and not isinstance(tool_choice, str):
+            raise ConfigurationError(
+                'tool_choice must be "auto", "none", "required" or a tool name, '
+                f"got {tool_choice!r}"
+            )
+        if tool_choice is not None and args.tools is None and tool_choice != "none":
+            raise ConfigurationError("tool_choice= needs tools= to choose from")
+        args.tool_choice = tool_choice
         return args
 
     def prompt(
@@ -326,6 +356,8 @@ class Client:
         timeout: Optional[float] = None,
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
+        tool_choice: Optional[str] = None,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
@@ -343,6 +375,8 @@ class Client:
             system,
             max_tokens,
             temperature,
+            tools,
+            tool_choice,
             is_async=False,
         )
         return Response(self._native.prompt(args))
@@ -359,6 +393,8 @@ class Client:
         timeout: Optional[float] = None,
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
+        tool_choice: Optional[str] = None,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
@@ -372,6 +408,8 @@ class Client:
             system,
             max_tokens,
             temperature,
+            tools,
+            tool_choice,
             is_async=True,
         )
         return Response(await self._native.prompt_async(args))

@@ -76,6 +76,76 @@ class Attempt(Record):
         _set(self, "skipped", skipped)
 
 
+class Tool(Record):
+    """A tool the model may call: ``parameters`` is a JSON schema of its
+    arguments (an object schema; ``None``: no arguments)."""
+
+    __slots__ = ("name", "description", "parameters")
+    name: str
+    description: Optional[str]
+    parameters: Optional[dict[str, Any]]
+
+    def __init__(
+        self,
+        name: str,
+        description: Optional[str] = None,
+        parameters: Optional[dict[str, Any]] = None,
+    ) -> None:
+        from ._exceptions import ConfigurationError
+
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
+        if description is not None and not isinstance(description, str):
+            raise ConfigurationError(f"Tool {name!r}: description must be a str")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise ConfigurationError(
+                f"Tool {name!r}: parameters must be a JSON schema (a dict), got {parameters!r}"
+            )
+        self._init(name=name, description=description, parameters=parameters)
+
+    def _wire(self) -> dict[str, Any]:
+        tool: dict[str, Any] = {"name": self.name}
+        if self.description is not None:
+            tool["description"] = self.description
+        if self.parameters is not None:
+            tool["parameters"] = self.parameters
+        return tool
+
+
+class ToolCall(Record):
+    """A call the model made: ``arguments`` parsed (``None`` when the model
+    wrote arguments that are not JSON; ``arguments_json`` keeps them as
+    written)."""
+
+    __slots__ = ("id", "name", "arguments", "arguments_json")
+    id: str
+    name: str
+    arguments: Optional[Any]
+    arguments_json: str
+
+    def __init__(self, id: str, name: str, arguments: Optional[Any], arguments_json: str) -> None:
+        self._init(id=id, name=name, arguments=arguments, arguments_json=arguments_json)
+
+    def __hash__(self) -> int:  # arguments may be a dict
+        return hash((self.id, self.name, self.arguments_json))
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    """``_native.ToolCallData`` objects -> ``ToolCall`` values."""
+    if not raw:
+        return ()
+    import json
+
+    calls = []
+    for c in raw:
+        try:
+            arguments = json.loads(c.arguments_json)
+        except ValueError:
+            arguments = None
+        calls.append(ToolCall(c.id, c.name, arguments, c.arguments_json))
+    return tuple(calls)
+
+
 def _attempts(raw: Any) -> tuple[Attempt, ...]:
     """``_native.AttemptData`` objects -> ``Attempt`` values."""
     return tuple(
@@ -96,6 +166,7 @@ class Response:
         "provider",
         "request_id",
         "text",
+        "tool_calls",
         "usage",
     )
 
@@ -109,6 +180,8 @@ class Response:
     attempts: tuple[Attempt, ...]
     request_id: Optional[str]
     call_id: str
+    tool_calls: tuple[ToolCall, ...]
+    """The calls the model made, in order (``finish_reason == "tool_calls"``)."""
 
     def __init__(self, data: Any) -> None:
         """Built from the engine's ``_native.ResponseData``."""
@@ -124,6 +197,7 @@ class Response:
             data.reasoning_tokens,
         )
         self.attempts = _attempts(data.attempts)
+        self.tool_calls = _tool_calls(data.tool_calls)
         self.request_id = data.request_id
         self._raw_body = data.raw
         self.call_id = data.call_id
@@ -137,6 +211,30 @@ class Response:
 
             self._raw_json = json.loads(self._raw_body)
         return self._raw_json
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The assistant's turn as an OpenAI-style message, to append to the
+        history as it is, whichever provider answered."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_json},
+                }
+                for c in self.tool_calls
+            ]
+        elif message["content"] is None:
+            message["content"] = ""
+        return message
+
+    def json(self) -> Any:
+        """``text`` parsed as JSON (after asking for JSON output)."""
+        import json
+
+        return json.loads(self.text)
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."

@@ -16,6 +16,7 @@ __all__ = [
     "NativeMockServer",
     "NativePolicy",
     "ResponseData",
+    "ToolCallData",
     "VirtualClock",
     "__version__",
     "check_base_url",
@@ -75,6 +76,15 @@ class AttemptData:
     def skipped(self) -> str | None: ...
 
 @final
+class ToolCallData:
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments_json(self) -> str: ...
+
+@final
 class ResponseData:
     @property
     def text(self) -> str: ...
@@ -96,6 +106,8 @@ class ResponseData:
     def reasoning_tokens(self) -> int | None: ...
     @property
     def attempts(self) -> list[AttemptData]: ...
+    @property
+    def tool_calls(self) -> list[ToolCallData]: ...
     @property
     def request_id(self) -> str | None: ...
     @property

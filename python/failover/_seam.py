@@ -96,6 +96,8 @@ class CallArgs:
         "system",
         "temperature",
         "timeout",
+        "tool_choice",
+        "tools",
     )
 
     messages: list[Any]
@@ -108,3 +110,5 @@ class CallArgs:
     system: str | None
     max_tokens: int | None
     temperature: float | None
+    tools: list[dict[str, Any]] | None
+    tool_choice: str | None

@@ -1,25 +1,100 @@
 //! The neutral conversation every wire translates to and from: OpenAI-style
-//! messages, the lingua franca callers already know. Checked here, before
-//! any request is sent, so a malformed conversation is the caller's error
-//! at once rather than a provider's 400 after a retry or a failover.
+//! messages, the lingua franca callers already know, read once into typed
+//! values. Checked here, before any request is sent, so a malformed
+//! conversation is the caller's error at once rather than a provider's 400
+//! after a retry or a failover.
 
 use serde_json::Value;
 
 /// The roles a message may have.
 pub const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
 
-/// Checks a conversation; the error says which message is wrong and why.
-pub fn check_messages(messages: &[Value]) -> Result<(), String> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One piece of a message's content.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    Text(String),
+    /// An image by URL: `https://...` or `data:image/png;base64,...`.
+    Image(String),
+}
+
+/// A tool call the model made (in a response) or made earlier (in history).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text.
+    pub arguments_json: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+    /// An assistant's calls.
+    pub tool_calls: Vec<ToolCall>,
+    /// A tool message: the call it answers.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// The text parts, joined.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text(t) => Some(t.as_str()),
+                Part::Image(_) => None,
+            })
+            .collect::<Vec<_>>()
+            .join("")
+    }
+}
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON schema of the arguments.
+    pub parameters: Value,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolChoice {
+    Auto,
+    None,
+    Required,
+    Named(String),
+}
+
+/// Reads and checks a conversation; the error says which message is wrong
+/// and why.
+pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, String> {
     if messages.is_empty() {
         return Err("the conversation is empty: give a prompt or at least one message".into());
     }
-    for (index, message) in messages.iter().enumerate() {
-        check_message(message).map_err(|why| format!("message {index}: {why}"))?;
-    }
-    Ok(())
+    messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| parse_message(m).map_err(|why| format!("message {index}: {why}")))
+        .collect()
 }
 
-fn check_message(message: &Value) -> Result<(), String> {
+/// Checks a conversation without keeping it.
+pub fn check_messages(messages: &[Value]) -> Result<(), String> {
+    parse_messages(messages).map(drop)
+}
+
+fn parse_message(message: &Value) -> Result<Message, String> {
     let Value::Object(fields) = message else {
         return Err("a message must be a dict with a 'role' and 'content'".into());
     };
@@ -28,42 +103,192 @@ fn check_message(message: &Value) -> Result<(), String> {
         Some(other) => return Err(format!("'role' must be a str, got {other}")),
         None => return Err("a message needs a 'role'".into()),
     };
-    if !ROLES.contains(&role) {
+    let role = match role {
+        "system" => Role::System,
+        "developer" => Role::Developer,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        other => {
+            return Err(format!(
+                "unknown role {other:?}; use one of {}",
+                ROLES.join(", ")
+            ))
+        }
+    };
+    let tool_calls = match fields.get("tool_calls") {
+        Some(Value::Array(calls)) if role == Role::Assistant => calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| parse_history_call(c).map_err(|why| format!("tool call {i}: {why}")))
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(Value::Null) | None => Vec::new(),
+        Some(_) if role == Role::Assistant => return Err("'tool_calls' must be a list".into()),
+        Some(_) => return Err("only an assistant message carries 'tool_calls'".into()),
+    };
+    let tool_call_id = match (role, fields.get("tool_call_id")) {
+        (Role::Tool, Some(Value::String(id))) if !id.is_empty() => Some(id.clone()),
+        (Role::Tool, _) => {
+            return Err("a tool message needs 'tool_call_id': the id of the call it answers".into())
+        }
+        _ => None,
+    };
+    let role_name = ROLES[role as usize];
+    let parts = match fields.get("content") {
+        Some(Value::String(text)) => vec![Part::Text(text.clone())],
+        Some(Value::Array(parts)) if !parts.is_empty() => parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| parse_part(p).map_err(|why| format!("content part {i}: {why}")))
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(Value::Array(_)) if !tool_calls.is_empty() => Vec::new(),
+        Some(Value::Array(_)) => return Err("'content' is an empty list".into()),
+        Some(Value::Null) | None if !tool_calls.is_empty() => Vec::new(),
+        Some(Value::Null) | None => {
+            return Err(format!(
+                "a {role_name} message needs 'content' (a str or a list of parts)"
+            ))
+        }
+        Some(other) => {
+            return Err(format!(
+                "'content' must be a str or a list of parts, got {other}"
+            ))
+        }
+    };
+    Ok(Message {
+        role,
+        parts,
+        tool_calls,
+        tool_call_id,
+    })
+}
+
+fn parse_part(part: &Value) -> Result<Part, String> {
+    match part.get("type").and_then(Value::as_str) {
+        Some("text") => match part.get("text") {
+            Some(Value::String(text)) => Ok(Part::Text(text.clone())),
+            _ => Err("a text part needs 'text' (a str)".into()),
+        },
+        Some("image_url") => {
+            let url = part
+                .get("image_url")
+                .and_then(|i| i.get("url").or(Some(i)))
+                .and_then(Value::as_str);
+            match url {
+                Some(url) if url.starts_with("data:") || url.starts_with("http") => {
+                    Ok(Part::Image(url.to_string()))
+                }
+                _ => Err(
+                    "an image_url part needs {'url': 'https://...' or 'data:image/...;base64,...'}"
+                        .into(),
+                ),
+            }
+        }
+        Some(other) => Err(format!(
+            "unsupported content part type {other:?}: use \"text\" or \"image_url\""
+        )),
+        None => Err("a part must be a dict with a 'type' (\"text\", \"image_url\")".into()),
+    }
+}
+
+/// An assistant's earlier call, OpenAI-style: `{"id", "type": "function",
+/// "function": {"name", "arguments": "<JSON text>"}}`.
+fn parse_history_call(call: &Value) -> Result<ToolCall, String> {
+    let id = call
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or("a tool call needs an 'id'")?;
+    let function = call
+        .get("function")
+        .ok_or("a tool call needs a 'function'")?;
+    let name = function
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or("a tool call's function needs a 'name'")?;
+    let arguments_json = match function.get("arguments") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Object(map)) => Value::Object(map.clone()).to_string(),
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(other) => return Err(format!("'arguments' must be JSON text, got {other}")),
+    };
+    if serde_json::from_str::<Value>(&arguments_json).is_err() {
         return Err(format!(
-            "unknown role {role:?}; use one of {}",
-            ROLES.join(", ")
+            "the arguments of call {id:?} are not JSON ({arguments_json:?}): repair or drop \
+             the call before sending the history again"
         ));
     }
-    let has_tool_calls = role == "assistant"
-        && fields
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .is_some_and(|calls| !calls.is_empty());
-    match fields.get("content") {
-        Some(Value::String(_)) => Ok(()),
-        Some(Value::Array(parts)) if !parts.is_empty() => {
-            for (i, part) in parts.iter().enumerate() {
-                check_part(part).map_err(|why| format!("content part {i}: {why}"))?;
-            }
-            Ok(())
+    Ok(ToolCall {
+        id: id.to_string(),
+        name: name.to_string(),
+        arguments_json,
+    })
+}
+
+/// Reads the tools a call offers: `{"name", "description", "parameters"}`,
+/// or OpenAI's `{"type": "function", "function": {...}}`.
+pub fn parse_tools(tools: &[Value]) -> Result<Vec<Tool>, String> {
+    let mut out: Vec<Tool> = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let spec = match tool.get("type").and_then(Value::as_str) {
+            Some("function") => tool.get("function").unwrap_or(tool),
+            _ => tool,
+        };
+        let name = spec
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("tool {i} needs a 'name'"))?;
+        if out.iter().any(|t| t.name == name) {
+            return Err(format!("two tools are named {name:?}"));
         }
-        Some(Value::Array(_)) if has_tool_calls => Ok(()),
-        Some(Value::Array(_)) => Err("'content' is an empty list".into()),
-        Some(Value::Null) | None if has_tool_calls => Ok(()),
-        Some(Value::Null) | None => Err(format!(
-            "a {role} message needs 'content' (a str or a list of parts)"
-        )),
-        Some(other) => Err(format!(
-            "'content' must be a str or a list of parts, got {other}"
+        let parameters = match spec.get("parameters") {
+            None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
+            Some(schema @ Value::Object(_)) => schema.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "tool {name:?}: 'parameters' must be a JSON schema (a dict), got {other}"
+                ))
+            }
+        };
+        out.push(Tool {
+            name: name.to_string(),
+            description: spec
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            parameters,
+        });
+    }
+    Ok(out)
+}
+
+/// `"auto"`, `"none"`, `"required"` or the name of an offered tool.
+pub fn parse_tool_choice(choice: &str, tools: &[Tool]) -> Result<ToolChoice, String> {
+    match choice {
+        "auto" => Ok(ToolChoice::Auto),
+        "none" => Ok(ToolChoice::None),
+        "required" => Ok(ToolChoice::Required),
+        name if tools.iter().any(|t| t.name == name) => Ok(ToolChoice::Named(name.to_string())),
+        other => Err(format!(
+            "tool_choice must be \"auto\", \"none\", \"required\" or the name of a tool given \
+             in tools=, got {other:?}"
         )),
     }
 }
 
-fn check_part(part: &Value) -> Result<(), String> {
-    match part.get("type").and_then(Value::as_str) {
-        Some(_) => Ok(()),
-        None => Err("a part must be a dict with a 'type' (\"text\", \"image_url\", ...)".into()),
+/// A wire's own stop word in the one vocabulary: `"stop"`, `"length"`,
+/// `"tool_calls"`, `"content_filter"` (unknown words pass through).
+pub fn finish_reason(raw: &str) -> String {
+    match raw {
+        "stop" | "end_turn" | "stop_sequence" | "pause_turn" | "STOP" => "stop",
+        "length" | "max_tokens" | "MAX_TOKENS" => "length",
+        "tool_calls" | "function_call" | "tool_use" => "tool_calls",
+        "content_filter" | "refusal" | "SAFETY" => "content_filter",
+        other => other,
     }
+    .to_string()
 }
 
 #[cfg(test)]
@@ -78,18 +303,41 @@ mod tests {
     #[test]
     fn good_conversations_pass() {
         check(json!([{"role": "user", "content": "Hi"}])).unwrap();
-        check(json!([
-            {"role": "system", "content": "Be brief"},
-            {"role": "developer", "content": "Be kind"},
-            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1"}]},
-            {"role": "tool", "content": "42", "tool_call_id": "c1"},
-        ]))
+        let parsed = parse_messages(
+            json!([
+                {"role": "system", "content": "Be brief"},
+                {"role": "developer", "content": "Be kind"},
+                {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+                {"role": "tool", "content": "42", "tool_call_id": "c1"},
+            ])
+            .as_array()
+            .unwrap(),
+        )
         .unwrap();
+        assert_eq!(
+            parsed[2].parts[1],
+            Part::Image("data:image/png;base64,AAAA".into())
+        );
+        assert_eq!(
+            parsed[3].tool_calls,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "f".into(),
+                arguments_json: "{\"a\":1}".into()
+            }]
+        );
+        assert_eq!(parsed[4].tool_call_id.as_deref(), Some("c1"));
     }
 
     #[test]
     fn bad_conversations_say_what_is_wrong() {
+        let call = |args: &str| {
+            json!([{"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}]}])
+        };
         let cases = [
             (json!([]), "empty"),
             (json!(["Hi"]), "message 0: a message must be a dict"),
@@ -117,6 +365,15 @@ mod tests {
                 "content part 0",
             ),
             (
+                json!([{"role": "user", "content": [{"type": "audio"}]}]),
+                "unsupported content part",
+            ),
+            (
+                json!([{"role": "tool", "content": "42"}]),
+                "needs 'tool_call_id'",
+            ),
+            (call("{not json"), "are not JSON"),
+            (
                 json!([{"role": "assistant", "content": null, "tool_calls": []}]),
                 "needs 'content'",
             ),
@@ -129,5 +386,27 @@ mod tests {
             let error = check(messages.clone()).unwrap_err();
             assert!(error.contains(expected), "{messages}: {error}");
         }
+    }
+
+    #[test]
+    fn tools_in_both_shapes_and_choices() {
+        let tools = parse_tools(&[
+            json!({"name": "a", "description": "A", "parameters": {"type": "object"}}),
+            json!({"type": "function", "function": {"name": "b"}}),
+        ])
+        .unwrap();
+        assert_eq!(
+            tools[1].parameters,
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            parse_tool_choice("b", &tools),
+            Ok(ToolChoice::Named("b".into()))
+        );
+        assert!(parse_tool_choice("c", &tools).is_err());
+        assert!(parse_tools(&[json!({"name": "a"}), json!({"name": "a"})]).is_err());
+        assert_eq!(finish_reason("end_turn"), "stop");
+        assert_eq!(finish_reason("tool_use"), "tool_calls");
+        assert_eq!(finish_reason("max_tokens"), "length");
     }
 }

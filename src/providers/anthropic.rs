@@ -1,8 +1,9 @@
 //! Anthropic Messages.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, Usage};
+use crate::conversation::{self, Part, Role, ToolCall, ToolChoice};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -14,13 +15,48 @@ type Parts = (String, Value, Vec<(String, String)>);
 pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     // System prompts travel beside the messages, not among them.
     let mut system: Vec<String> = request.system.iter().cloned().collect();
-    let mut messages = Vec::with_capacity(request.messages.len());
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(request.messages.len());
     for m in &request.messages {
-        match (m.get("role").and_then(Value::as_str), m.get("content")) {
-            (Some("system" | "developer"), Some(Value::String(s))) => system.push(s.clone()),
-            _ => messages.push(m.clone()),
+        let (role, blocks) = match m.role {
+            Role::System | Role::Developer => {
+                system.push(m.text());
+                continue;
+            }
+            Role::User => ("user", m.parts.iter().map(part).collect()),
+            Role::Assistant => {
+                let mut blocks: Vec<Value> = m.parts.iter().map(part).collect();
+                blocks.extend(m.tool_calls.iter().map(|c| {
+                    // Checked as JSON when the history was read.
+                    let input: Value =
+                        serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
+                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+                }));
+                ("assistant", blocks)
+            }
+            Role::Tool => {
+                let content: Vec<Value> = m.parts.iter().map(part).collect();
+                let result = json!({"type": "tool_result",
+                    "tool_use_id": m.tool_call_id.as_deref().unwrap_or(""), "content": content});
+                ("user", vec![result])
+            }
+        };
+        // Anthropic needs the roles to alternate: consecutive tool results
+        // and a user message after them share one user turn.
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => turns.push((role, blocks)),
         }
     }
+    let messages = turns
+        .into_iter()
+        .map(|(role, content)| match content.as_slice() {
+            // One text block travels as plain text, as most callers write it.
+            [block] if block["type"] == "text" => {
+                json!({"role": role, "content": block["text"]})
+            }
+            _ => json!({"role": role, "content": content}),
+        })
+        .collect();
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert(
@@ -34,8 +70,53 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                let mut tool = Map::new();
+                tool.insert("name".into(), Value::from(t.name.as_str()));
+                if let Some(d) = &t.description {
+                    tool.insert("description".into(), Value::from(d.as_str()));
+                }
+                tool.insert("input_schema".into(), t.parameters.clone());
+                Value::Object(tool)
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = &request.tool_choice {
+        let choice = match choice {
+            ToolChoice::Auto => json!({"type": "auto"}),
+            ToolChoice::None => json!({"type": "none"}),
+            ToolChoice::Required => json!({"type": "any"}),
+            ToolChoice::Named(name) => json!({"type": "tool", "name": name}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
     let headers = vec![("anthropic-version".to_string(), API_VERSION.to_string())];
     ("/messages".into(), Value::Object(body), headers)
+}
+
+/// A content part as an Anthropic block.
+fn part(p: &Part) -> Value {
+    match p {
+        Part::Text(text) => json!({"type": "text", "text": text}),
+        Part::Image(url) => match data_url(url) {
+            Some((media_type, data)) => json!({"type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data}}),
+            None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+        },
+    }
+}
+
+/// `data:image/png;base64,AAAA` -> (`image/png`, `AAAA`).
+fn data_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let media_type = meta.strip_suffix(";base64")?;
+    Some((media_type, data))
 }
 
 /// The header that carries the key.
@@ -49,19 +130,35 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         .and_then(Value::as_array)
         .ok_or("no content in the response")?;
     let mut text = String::new();
+    let mut tool_calls = Vec::new();
     for block in content {
-        if block.get("type").and_then(Value::as_str) == Some("text") {
-            text.push_str(
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(
                 block
                     .get("text")
                     .and_then(Value::as_str)
                     .ok_or("a text block without text")?,
-            );
+            ),
+            Some("tool_use") => tool_calls.push(ToolCall {
+                id: block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool_use block without an id")?
+                    .to_string(),
+                name: block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool_use block without a name")?
+                    .to_string(),
+                arguments_json: block.get("input").unwrap_or(&json!({})).to_string(),
+            }),
+            _ => {}
         }
     }
     let usage = json.get("usage").cloned().unwrap_or(Value::Null);
     Ok(ChatResponse {
         text,
+        tool_calls,
         model: json
             .get("model")
             .and_then(Value::as_str)
@@ -69,7 +166,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         finish_reason: json
             .get("stop_reason")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(conversation::finish_reason),
         usage: Usage {
             input_tokens: u64_at(&usage, &["input_tokens"]),
             output_tokens: u64_at(&usage, &["output_tokens"]),
@@ -93,10 +190,10 @@ mod tests {
     fn request_body_headers_and_system() {
         let p = provider(Wire::Anthropic);
         let req = ChatRequest {
-            messages: vec![
-                json!({"role": "system", "content": "Be brief"}),
-                json!({"role": "user", "content": "Hi"}),
-            ],
+            messages: super::super::tests::messages(json!([
+                {"role": "system", "content": "Be brief"},
+                {"role": "user", "content": "Hi"},
+            ])),
             ..ChatRequest::default()
         };
         let r = authorize(&p, &build_request(&p, &req), p.api_key.as_deref());
@@ -132,9 +229,97 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.text, "Hello there");
-        assert_eq!(r.finish_reason.as_deref(), Some("end_turn"));
+        assert_eq!(
+            r.finish_reason.as_deref(),
+            Some("stop"),
+            "end_turn, in one vocabulary"
+        );
         assert_eq!(r.request_id.as_deref(), Some("req_abc"));
         assert_eq!(r.usage.cache_write_tokens, Some(0));
         assert_eq!(r.usage.reasoning_tokens, None);
+    }
+
+    #[test]
+    fn a_tool_loop_in_openai_shape_becomes_anthropic_blocks() {
+        let p = provider(Wire::Anthropic);
+        let req = ChatRequest {
+            messages: super::super::tests::messages(json!([
+                {"role": "developer", "content": "Use tools."},
+                {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Rome?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+                {"role": "assistant", "content": "Checking.", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Rome\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "rain"},
+                {"role": "user", "content": "Summarise."},
+            ])),
+            tools: crate::conversation::parse_tools(&[json!({"name": "weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}})])
+            .unwrap(),
+            tool_choice: Some(crate::conversation::ToolChoice::Required),
+            ..ChatRequest::default()
+        };
+        let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
+        assert_eq!(body["system"], "Use tools.");
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        assert_eq!(
+            body["tools"][0]["input_schema"]["properties"]["city"]["type"],
+            "string"
+        );
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages.len(),
+            3,
+            "user, assistant, one merged user turn: {body}"
+        );
+        assert_eq!(
+            messages[0]["content"][1],
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}})
+        );
+        assert_eq!(
+            messages[1]["content"],
+            json!([{"type": "text", "text": "Checking."},
+                   {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Paris"}},
+                   {"type": "tool_use", "id": "call_2", "name": "weather", "input": {"city": "Rome"}}])
+        );
+        assert_eq!(
+            messages[2],
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "rain"}]},
+                {"type": "text", "text": "Summarise."}]})
+        );
+    }
+
+    #[test]
+    fn tool_use_blocks_are_tool_calls() {
+        let body =
+            br#"{"id":"msg_1","model":"claude-haiku-4-5","stop_reason":"tool_use","content":[
+            {"type":"text","text":"Let me check."},
+            {"type":"tool_use","id":"toolu_1","name":"weather","input":{"city":"Paris"}}],
+            "usage":{"input_tokens":10,"output_tokens":5}}"#;
+        let p = provider(Wire::Anthropic);
+        let sent = super::super::tests::sent(&p);
+        let r = parse_response(
+            &p,
+            &sent,
+            HttpResponse {
+                status: 200,
+                headers: Headers::new(),
+                body: body.to_vec(),
+            },
+        )
+        .unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.text, "Let me check.");
+        assert_eq!(
+            r.tool_calls,
+            vec![crate::conversation::ToolCall {
+                id: "toolu_1".into(),
+                name: "weather".into(),
+                arguments_json: "{\"city\":\"Paris\"}".into()
+            }]
+        );
     }
 }

@@ -12,6 +12,7 @@ pub use secrets::{
 
 use serde_json::{Map, Value};
 
+use crate::conversation::{Message, Tool, ToolCall, ToolChoice};
 use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{HttpRequest, HttpResponse};
@@ -64,8 +65,11 @@ impl std::fmt::Debug for ProviderConfig {
 /// One chat call, independent of the wire format.
 #[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
-    /// `{"role": ..., "content": ...}` objects; content passes through as given.
-    pub messages: Vec<Value>,
+    /// The conversation, read and checked.
+    pub messages: Vec<Message>,
+    /// Tools the model may call, and how it must choose.
+    pub tools: Vec<Tool>,
+    pub tool_choice: Option<ToolChoice>,
     pub system: Option<String>,
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
@@ -85,6 +89,8 @@ pub struct Usage {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatResponse {
     pub text: String,
+    /// The calls the model made, in order.
+    pub tool_calls: Vec<ToolCall>,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
     pub usage: Usage,
@@ -311,6 +317,11 @@ mod tests {
             overloaded_statuses: vec![503, 529],
             max_tokens_field: "max_tokens".into(),
         }
+    }
+
+    /// A conversation from OpenAI-style JSON, read as the bindings read it.
+    pub(crate) fn messages(json: Value) -> Vec<Message> {
+        crate::conversation::parse_messages(json.as_array().unwrap()).unwrap()
     }
 
     /// The request `p` sends, with its key.

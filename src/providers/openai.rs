@@ -1,8 +1,11 @@
 //! OpenAI Chat Completions, spoken by OpenAI and the OpenAI-compatible family.
+//! The neutral conversation is OpenAI-shaped, so this translation is close
+//! to the identity, but it is written out: what is sent is what was checked.
 
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, ProviderConfig, Usage};
+use crate::conversation::{self, Message, Part, Role, ToolCall, ToolChoice};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -12,7 +15,7 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(request.messages.iter().cloned());
+    messages.extend(request.messages.iter().map(message));
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -22,7 +25,73 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                let mut function = Map::new();
+                function.insert("name".into(), Value::from(t.name.as_str()));
+                if let Some(d) = &t.description {
+                    function.insert("description".into(), Value::from(d.as_str()));
+                }
+                function.insert("parameters".into(), t.parameters.clone());
+                json!({"type": "function", "function": function})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = &request.tool_choice {
+        let choice = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
     ("/chat/completions".into(), Value::Object(body), Vec::new())
+}
+
+fn message(m: &Message) -> Value {
+    let role = match m.role {
+        Role::System => "system",
+        Role::Developer => "developer",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut out = Map::new();
+    out.insert("role".into(), Value::from(role));
+    let content = match m.parts.as_slice() {
+        [] => Value::Null,
+        [Part::Text(text)] => Value::from(text.as_str()),
+        parts => Value::Array(
+            parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text(text) => json!({"type": "text", "text": text}),
+                    Part::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+                })
+                .collect(),
+        ),
+    };
+    out.insert("content".into(), content);
+    if !m.tool_calls.is_empty() {
+        let calls = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments_json}})
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.insert("tool_call_id".into(), Value::from(id.as_str()));
+    }
+    Value::Object(out)
 }
 
 /// The header that carries the key.
@@ -45,9 +114,36 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         Some(Value::Null) | None => String::new(),
         Some(other) => return Err(format!("message content is not text: {other}")),
     };
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for call in calls {
+            let function = call
+                .get("function")
+                .ok_or("a tool call without a function")?;
+            tool_calls.push(ToolCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool call without an id")?
+                    .to_string(),
+                name: function
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool call without a name")?
+                    .to_string(),
+                // As the model wrote them: not always valid JSON.
+                arguments_json: match function.get("arguments") {
+                    Some(Value::String(text)) => text.clone(),
+                    Some(other) => other.to_string(),
+                    None => "{}".to_string(),
+                },
+            });
+        }
+    }
     let usage = json.get("usage").cloned().unwrap_or(Value::Null);
     Ok(ChatResponse {
         text,
+        tool_calls,
         model: json
             .get("model")
             .and_then(Value::as_str)
@@ -55,7 +151,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         finish_reason: choice
             .get("finish_reason")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(conversation::finish_reason),
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             output_tokens: u64_at(&usage, &["completion_tokens"]),
@@ -81,11 +177,11 @@ mod tests {
         let mut p = provider(Wire::OpenAI);
         p.max_tokens_field = "max_completion_tokens".into();
         let req = ChatRequest {
-            messages: vec![json!({"role": "user", "content": "Hi"})],
+            messages: super::super::tests::messages(json!([{"role": "user", "content": "Hi"}])),
             system: Some("Be brief".into()),
             max_tokens: Some(50),
             temperature: Some(0.2),
-            model: None,
+            ..ChatRequest::default()
         };
         let r = authorize(&p, &build_request(&p, &req), p.api_key.as_deref());
         let body: Value = serde_json::from_slice(&r.body).unwrap();
@@ -128,5 +224,46 @@ mod tests {
                 reasoning_tokens: Some(2)
             }
         );
+    }
+
+    #[test]
+    fn tools_choices_and_tool_calls() {
+        let p = provider(Wire::OpenAI);
+        let req = ChatRequest {
+            messages: super::super::tests::messages(json!([{"role": "user", "content": "Hi"}])),
+            tools: crate::conversation::parse_tools(&[
+                json!({"name": "weather", "description": "W"}),
+            ])
+            .unwrap(),
+            tool_choice: Some(crate::conversation::ToolChoice::Named("weather".into())),
+            ..ChatRequest::default()
+        };
+        let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "weather", "description": "W",
+                    "parameters": {"type": "object", "properties": {}}}}])
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "function", "function": {"name": "weather"}})
+        );
+        let answer = br#"{"model":"gpt-4.1","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Paris\"}"}}]}}]}"#;
+        let r = parse_response(
+            &p,
+            &super::super::tests::sent(&p),
+            HttpResponse {
+                status: 200,
+                headers: Headers::new(),
+                body: answer.to_vec(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (r.text.as_str(), r.finish_reason.as_deref()),
+            ("", Some("tool_calls"))
+        );
+        assert_eq!(r.tool_calls[0].arguments_json, "{\"city\": \"Paris\"}");
     }
 }

@@ -17,6 +17,7 @@ use super::runtime::{runtime, Interrupt};
 use super::seam::{
     attempts_list, optional_seconds, CallArgs, ProviderSpec, ResponseData, TransportSpec,
 };
+use crate::conversation;
 use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
 use crate::http::{HttpRequest, ReqwestTransport, Transport};
 use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
@@ -209,9 +210,22 @@ impl NativeClient {
             ));
         }
         let messages = messages_from(&args.messages)?;
-        crate::conversation::check_messages(&messages).map_err(configuration_error)?;
+        let messages = conversation::parse_messages(&messages).map_err(configuration_error)?;
+        let tools = match &args.tools {
+            Some(tools) => conversation::parse_tools(&messages_from(tools)?)
+                .map_err(|why| configuration_error(format!("tools: {why}")))?,
+            None => Vec::new(),
+        };
+        let tool_choice = args
+            .tool_choice
+            .as_deref()
+            .map(|c| conversation::parse_tool_choice(c, &tools))
+            .transpose()
+            .map_err(configuration_error)?;
         let request = ChatRequest {
             messages,
+            tools,
+            tool_choice,
             system: text_arg("system", args.system.as_ref())?,
             max_tokens: args.max_tokens,
             temperature: args.temperature,
@@ -420,7 +434,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &configs)?;
             let provider = &configs[success.provider].name;
-            let data = ResponseData::new(py, success.value, provider, attempts, &call_id);
+            let data = ResponseData::new(py, success.value, provider, attempts, &call_id)?;
             Ok(Py::new(py, data)?.into_any())
         }
         Err(failure) => {

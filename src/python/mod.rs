@@ -116,6 +116,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;
     m.add_class::<seam::AttemptData>()?;
+    m.add_class::<seam::ToolCallData>()?;
     m.add_class::<clock::VirtualClock>()?;
     m.add_class::<mock::NativeMockServer>()?;
     Ok(())

@@ -84,6 +84,10 @@ pub struct CallArgs<'py> {
     pub system: Option<Bound<'py, PyAny>>,
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
+    /// A list of tool dicts (`{"name", "description", "parameters"}` or
+    /// OpenAI's `{"type": "function", "function": {...}}`), or `None`.
+    pub tools: Option<Bound<'py, PyAny>>,
+    pub tool_choice: Option<String>,
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
@@ -195,6 +199,15 @@ pub fn attempts_list(
     Ok(PyList::new(py, items)?.unbind())
 }
 
+/// A tool call the model made (`failover.ToolCall` is built from it).
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct ToolCallData {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text, not always valid).
+    pub arguments_json: String,
+}
+
 /// A successful call's answer (`failover.Response` is built from it). The
 /// text and the body are Python strings made once: a getter hands out a
 /// reference, never a copy of a long answer.
@@ -210,6 +223,7 @@ pub struct ResponseData {
     pub cache_write_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
     pub attempts: Py<PyList>,
+    pub tool_calls: Py<PyList>,
     pub request_id: Option<String>,
     /// The response body as received.
     pub raw: Py<PyString>,
@@ -223,9 +237,14 @@ impl ResponseData {
         provider: &str,
         attempts: Py<PyList>,
         call_id: &str,
-    ) -> Self {
+    ) -> PyResult<Self> {
         let u = r.usage;
-        Self {
+        let tool_calls = r.tool_calls.into_iter().map(|c| ToolCallData {
+            id: c.id,
+            name: c.name,
+            arguments_json: c.arguments_json,
+        });
+        Ok(Self {
             text: PyString::new(py, &r.text).unbind(),
             provider: provider.to_string(),
             model: r.model,
@@ -236,10 +255,11 @@ impl ResponseData {
             cache_write_tokens: u.cache_write_tokens,
             reasoning_tokens: u.reasoning_tokens,
             attempts,
+            tool_calls: PyList::new(py, tool_calls.collect::<Vec<_>>())?.unbind(),
             request_id: r.request_id,
             raw: PyString::new(py, &r.raw).unbind(),
             call_id: call_id.to_string(),
-        }
+        })
     }
 }
 

@@ -1,0 +1,275 @@
+"""One conversation on every wire: tools, tool calls, history translation,
+images (through the public API, asserting the JSON each server saw)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper
+
+from conftest import anthropic, openai
+
+WEATHER = failover.Tool(
+    name="weather",
+    description="Current weather in a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def _openai_tool_call(call_id: str, city: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-tools",
+        "model": "gpt-4.1-mini",
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": f'{{"city": "{city}"}}'},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+
+
+def _anthropic_tool_use(call_id: str, city: str) -> dict[str, Any]:
+    return {
+        "id": "msg_tools",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": call_id, "name": "weather", "input": {"city": city}},
+        ],
+        "usage": {"input_tokens": 20, "output_tokens": 10},
+    }
+
+
+def test_tools_and_tool_choice_on_the_openai_wire(mock_server, call):
+    mock_server.push(200, json=_openai_tool_call("call_1", "Paris"))
+    client = failover.Client({"gpt": openai(mock_server)})
+    r = call(client, "Weather in Paris?", tools=[WEATHER], tool_choice="weather")
+    sent = mock_server.requests[0].json
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "description": "Current weather in a city",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
+    assert r.finish_reason == "tool_calls" and r.text == ""
+    [tool_call] = r.tool_calls
+    assert (tool_call.id, tool_call.name, tool_call.arguments) == (
+        "call_1",
+        "weather",
+        {"city": "Paris"},
+    )
+    assert r.message == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        ("weather", {"type": "tool", "name": "weather"}),
+    ],
+)
+def test_tools_and_tool_choice_on_the_anthropic_wire(mock_server, call, choice, expected):
+    mock_server.push(200, json=_anthropic_tool_use("toolu_1", "Rome"))
+    client = failover.Client({"claude": anthropic(mock_server)})
+    # OpenAI-style tool dicts are accepted too.
+    openai_style = {"type": "function", "function": WEATHER._wire()}
+    r = call(client, "Weather in Rome?", tools=[openai_style], tool_choice=choice)
+    sent = mock_server.requests[0].json
+    assert sent["tools"] == [
+        {
+            "name": "weather",
+            "description": "Current weather in a city",
+            "input_schema": WEATHER.parameters,
+        }
+    ]
+    assert sent["tool_choice"] == expected
+    assert r.finish_reason == "tool_calls" and r.text == "Let me check."
+    assert [(c.id, c.arguments) for c in r.tool_calls] == [("toolu_1", {"city": "Rome"})]
+    assert r.message["tool_calls"][0]["function"] == {
+        "name": "weather",
+        "arguments": '{"city":"Rome"}',
+    }
+
+
+def test_a_tool_loop_fails_over_from_claude_to_gpt_mid_conversation(
+    mock_server, backup_server, call
+):
+    # Turn 1: Claude asks for the weather.
+    mock_server.push(200, json=_anthropic_tool_use("toolu_7", "Paris"))
+    client = failover.Client(
+        {"claude": anthropic(mock_server), "gpt": openai(backup_server)}, sleeper=FakeSleeper()
+    )
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
+    r = call(client, history, tools=[WEATHER])
+    assert r.provider == "claude"
+    history.append(r.message)
+    for tool_call in r.tool_calls:
+        history.append({"role": "tool", "tool_call_id": tool_call.id, "content": "sunny, 21 C"})
+    # Turn 2: Claude is overloaded; GPT answers from the same history.
+    mock_server.push(529, json={"type": "error", "error": {"type": "overloaded_error"}})
+    backup_server.push_text("Sunny and 21 C in Paris.")
+    r = call(client, history, tools=[WEATHER])
+    assert (r.provider, r.text) == ("gpt", "Sunny and 21 C in Paris.")
+    # What Claude saw on turn 2: its own tool_use and the result, ids intact.
+    claude_saw = mock_server.requests[1].json
+    assert claude_saw["system"] == "Answer briefly."
+    assert claude_saw["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "toolu_7",
+        "name": "weather",
+        "input": {"city": "Paris"},
+    }
+    assert claude_saw["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_7",
+            "content": [{"type": "text", "text": "sunny, 21 C"}],
+        }
+    ]
+    # What GPT saw: the same conversation in its own shape.
+    gpt_saw = backup_server.requests[0].json["messages"]
+    assert gpt_saw[0] == {"role": "system", "content": "Answer briefly."}
+    assert gpt_saw[2]["tool_calls"] == [
+        {
+            "id": "toolu_7",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+        }
+    ]
+    assert gpt_saw[3] == {"role": "tool", "content": "sunny, 21 C", "tool_call_id": "toolu_7"}
+
+
+def test_images_become_each_wires_form(mock_server, backup_server):
+    image = "data:image/png;base64,iVBORw0KGgo="
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": image}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+    ]
+    mock_server.push_text("A cat.", wire="anthropic")
+    backup_server.push_text("A cat.")
+    failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": content}])
+    failover.Client({"g": openai(backup_server)}).prompt([{"role": "user", "content": content}])
+    claude_blocks = mock_server.requests[0].json["messages"][0]["content"]
+    assert claude_blocks[1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+    }
+    assert claude_blocks[2] == {
+        "type": "image",
+        "source": {"type": "url", "url": "https://example.com/cat.jpg"},
+    }
+    assert backup_server.requests[0].json["messages"][0]["content"] == content
+
+
+def test_a_developer_message_is_anthropics_system(mock_server):
+    mock_server.push_text("ok", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt(
+        [{"role": "developer", "content": "Be terse."}, {"role": "user", "content": "Hi"}],
+        system="You are failover's test.",
+    )
+    sent = mock_server.requests[0].json
+    assert sent["system"] == "You are failover's test.\n\nBe terse."
+    assert sent["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+@pytest.mark.parametrize(
+    ("messages", "kwargs", "why"),
+    [
+        ([{"role": "tool", "content": "42"}], {}, "tool_call_id"),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{x"},
+                        }
+                    ],
+                }
+            ],
+            {},
+            "not JSON",
+        ),
+        ("Hi", {"tools": [{"description": "no name"}]}, "needs a 'name'"),
+        ("Hi", {"tools": [WEATHER], "tool_choice": "forecast"}, "tool_choice"),
+        ("Hi", {"tool_choice": "required"}, "needs tools="),
+        ("Hi", {"tools": "weather"}, "tools must be a list"),
+    ],
+)
+def test_conversation_mistakes_are_caught_before_any_request(
+    mock_server, call, messages, kwargs, why
+):
+    client = failover.Client({"gpt": openai(mock_server)})
+    with pytest.raises(failover.ConfigurationError, match=why):
+        call(client, messages, **kwargs)
+    assert mock_server.requests == []
+
+
+def test_a_tool_call_whose_arguments_are_not_json_is_kept_as_written(mock_server):
+    answer = _openai_tool_call("call_9", "Paris")
+    answer["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": Par'
+    mock_server.push(200, json=answer)
+    r = failover.Client({"gpt": openai(mock_server)}).prompt("Hi", tools=[WEATHER])
+    [tool_call] = r.tool_calls
+    assert tool_call.arguments is None and tool_call.arguments_json == '{"city": Par'
+    # Sending that history back is the caller's to repair: refused before sending.
+    with pytest.raises(failover.ConfigurationError, match="not JSON"):
+        failover.Client({"gpt": openai(mock_server)}).prompt(
+            [{"role": "user", "content": "Hi"}, r.message]
+        )
+
+
+def test_json_parses_the_text(mock_server):
+    mock_server.push_text('{"answer": 42}')
+    assert failover.Client({"g": openai(mock_server)}).prompt("Hi").json() == {"answer": 42}
+
+
+def test_tool_values_are_checked_and_immutable():
+    with pytest.raises(failover.ConfigurationError):
+        failover.Tool(name="")
+    with pytest.raises(failover.ConfigurationError):
+        failover.Tool(name="t", parameters="not a schema")  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        WEATHER.name = "other"  # type: ignore[misc]
+    assert "weather" in repr(WEATHER)
