@@ -273,3 +273,97 @@ def test_tool_values_are_checked_and_immutable():
     with pytest.raises(AttributeError):
         WEATHER.name = "other"  # type: ignore[misc]
     assert "weather" in repr(WEATHER)
+
+
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "city",
+        "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+        "strict": True,
+    },
+}
+
+
+def test_structured_output_in_each_wires_native_form(mock_server, backup_server, call):
+    mock_server.push_text('{"name": "Paris"}', wire="anthropic")
+    backup_server.push_text('{"name": "Paris"}')
+    r = call(failover.Client({"c": anthropic(mock_server)}), "City?", response_format=SCHEMA)
+    assert r.json() == {"name": "Paris"}
+    assert mock_server.requests[0].json["output_config"] == {
+        "format": {"type": "json_schema", "schema": SCHEMA["json_schema"]["schema"]}
+    }
+    call(failover.Client({"g": openai(backup_server)}), "City?", response_format=SCHEMA)
+    assert backup_server.requests[0].json["response_format"] == SCHEMA
+
+
+def test_json_object_without_a_schema(mock_server, backup_server):
+    mock_server.push_text("{}", wire="anthropic")
+    backup_server.push_text("{}")
+    plain_json = {"type": "json_object"}
+    failover.Client({"c": anthropic(mock_server)}).prompt("Hi", response_format=plain_json)
+    failover.Client({"g": openai(backup_server)}).prompt("Hi", response_format=plain_json)
+    assert mock_server.requests[0].json["output_config"]["format"]["schema"] == {"type": "object"}
+    assert backup_server.requests[0].json["response_format"] == plain_json
+
+
+def test_sampling_parameters_go_under_each_wires_names(mock_server, backup_server):
+    mock_server.push_text("ok", wire="anthropic")
+    backup_server.push_text("ok")
+    options: dict[str, Any] = {"stop": ["END"], "top_p": 0.5, "seed": 7}
+    failover.Client({"c": anthropic(mock_server)}).prompt("Hi", **options)
+    failover.Client({"g": openai(backup_server)}).prompt("Hi", **options)
+    claude = mock_server.requests[0].json
+    assert (claude["stop_sequences"], claude["top_p"]) == (["END"], 0.5)
+    assert "seed" not in claude and "stop" not in claude, "never sent under another name"
+    gpt = backup_server.requests[0].json
+    assert (gpt["stop"], gpt["top_p"], gpt["seed"]) == (["END"], 0.5, 7)
+
+
+def test_provider_params_are_merged_into_every_body(mock_server):
+    mock_server.push_text("ok", wire="anthropic")
+    provider = anthropic(
+        mock_server,
+        params={"thinking": {"type": "enabled", "budget_tokens": 2048}, "model": "ignored"},
+    )
+    failover.Client({"c": provider}).prompt("Hi")
+    sent = mock_server.requests[0].json
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert sent["model"] == "claude-haiku-4-5", "params never replace the model or messages"
+
+
+def test_per_call_headers_are_sent_and_their_secrets_redacted(mock_server):
+    mock_server.push(401, json={"error": {"message": "tenant token TENANT-TOKEN-123 revoked"}})
+    client = failover.Client({"g": openai(mock_server)})
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi", headers={"X-Tenant-Token": "TENANT-TOKEN-123", "X-Trace": "t1"})
+    sent = mock_server.requests[0].headers
+    assert (sent["x-tenant-token"], sent["x-trace"]) == ("TENANT-TOKEN-123", "t1")
+    assert "TENANT-TOKEN-123" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"response_format": "json"},
+        {"response_format": {"type": "yaml"}},
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+        {"stop": 5},
+        {"stop": [""]},
+        {"top_p": 2},
+        {"seed": 1.5},
+        {"headers": {"Content-Length": "1"}},
+        {"headers": {"bad name": "x"}},
+    ],
+)
+def test_bad_call_options_are_refused_before_any_request(mock_server, kwargs):
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({"g": openai(mock_server)}).prompt("Hi", **kwargs)
+    assert mock_server.requests == []
+
+
+def test_bad_params_are_refused_when_given():
+    with pytest.raises(failover.ConfigurationError):
+        failover.OpenAI(model="m", api_key="k", params="reasoning_effort=low")  # type: ignore[arg-type]
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k", params={"x": object()})})

@@ -11,7 +11,7 @@ from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Response, Tool
 from ._policy import RetryPolicy
-from ._providers import Provider, _display_url, _url_problem
+from ._providers import Provider, _checked_headers, _display_url, _url_problem
 from ._seam import CallArgs, TransportSpec
 
 #: A prompt: a string (one user message) or a list of message dicts.
@@ -102,6 +102,37 @@ def _tools(tools: object) -> Optional[list[dict[str, Any]]]:
         else:
             raise ConfigurationError(f"each tool must be a failover.Tool or a dict, got {tool!r}")
     return wire
+
+
+def _extra_options(
+    args: CallArgs,
+    *,
+    response_format: object,
+    stop: object,
+    top_p: object,
+    seed: object,
+    headers: object,
+) -> None:
+    """The per-call request options, checked before they cross."""
+    if response_format is not None and not isinstance(response_format, Mapping):
+        raise ConfigurationError(
+            'response_format must be {"type": "json_object"} or '
+            f'{{"type": "json_schema", "json_schema": {{...}}}}, got {response_format!r}'
+        )
+    args.response_format = dict(response_format) if response_format is not None else None
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and (
+        not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop)
+    ):
+        raise ConfigurationError(f"stop must be a str or a list of non-empty str, got {stop!r}")
+    args.stop = list(stop) if stop is not None else None
+    args.top_p = None if top_p is None else number("top_p", top_p, low=0.0, high=1.0)
+    if seed is not None:
+        seed = count("seed", seed, minimum=-(2**63), maximum=2**63 - 1)
+    args.seed = seed
+    checked = _checked_headers("headers=", headers)
+    args.headers = list(checked.items()) if checked else None
 
 
 def _checked_verify(verify: object) -> Union[bool, str]:
@@ -273,6 +304,7 @@ class Client:
         temperature: Optional[float],
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
         tool_choice: Optional[str],
+        extra: dict[str, Any],
         is_async: bool,
     ) -> CallArgs:
         if provider is None:
@@ -342,6 +374,10 @@ class Client:
         if tool_choice is not None and args.tools is None and tool_choice != "none":
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
+        _extra_options(args, **extra)
+        if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
+            for i in chain:
+                self._providers[self._names[i]]._check_secure(self._names[i])
         return args
 
     def prompt(
@@ -358,6 +394,11 @@ class Client:
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
         tool_choice: Optional[str] = None,
+        response_format: Optional[Mapping[str, Any]] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        top_p: Optional[float] = None,
+        seed: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
@@ -377,6 +418,13 @@ class Client:
             temperature,
             tools,
             tool_choice,
+            {
+                "response_format": response_format,
+                "stop": stop,
+                "top_p": top_p,
+                "seed": seed,
+                "headers": headers,
+            },
             is_async=False,
         )
         return Response(self._native.prompt(args))
@@ -395,6 +443,11 @@ class Client:
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
         tool_choice: Optional[str] = None,
+        response_format: Optional[Mapping[str, Any]] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        top_p: Optional[float] = None,
+        seed: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
@@ -410,6 +463,13 @@ class Client:
             temperature,
             tools,
             tool_choice,
+            {
+                "response_format": response_format,
+                "stop": stop,
+                "top_p": top_p,
+                "seed": seed,
+                "headers": headers,
+            },
             is_async=True,
         )
         return Response(await self._native.prompt_async(args))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import ClassVar, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 from . import _native
 from ._checks import accepts, header_text, is_async_callable
@@ -57,6 +57,7 @@ class Provider:
         headers: Optional[Mapping[str, str]] = None,
         allow_insecure: bool = False,
         overloaded_statuses: Optional[Sequence[int]] = None,
+        params: Optional[Mapping[str, Any]] = None,
     ) -> None:
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
@@ -73,16 +74,12 @@ class Provider:
             )
         self.model = model
         self.base_url = _checked_url(owner, url.rstrip("/"))
-        self.headers = {}
-        for k, v in (headers or {}).items():
-            name = header_text("a header name", k)
-            value = header_text(f"header {k!r}", v)
-            problem = _native.check_header(name, value)
-            if problem is None and name.lower() in _TRANSPORT_HEADERS:
-                problem = f"{name!r} is set by the transport for each request; it cannot be given"
-            if problem is not None:
-                raise ConfigurationError(f"{owner} headers: {problem}")
-            self.headers[name] = value
+        self.headers = _checked_headers(owner, headers)
+        if params is not None and not isinstance(params, Mapping):
+            raise ConfigurationError(
+                f"{owner} params must be a dict of request body fields, got {params!r}"
+            )
+        self.params: Optional[dict[str, Any]] = dict(params) if params is not None else None
         if not isinstance(allow_insecure, bool):
             raise ConfigurationError(
                 f"{owner} allow_insecure must be True or False, got {allow_insecure!r}"
@@ -154,11 +151,32 @@ class Provider:
             headers=list(self.headers.items()),
             overloaded_statuses=list(self.overloaded_statuses),
             max_tokens_field=self.max_tokens_field,
+            params=self.params,
         )
 
     def __repr__(self) -> str:
         url = _display_url(self.base_url)
         return f"{type(self).__name__}(model={self.model!r}, base_url={url!r})"
+
+
+def _checked_headers(owner: str, headers: object) -> dict[str, str]:
+    """Headers the transport can send as given: names and values it can
+    carry, none of the framing headers it writes itself."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise ConfigurationError(f"{owner} headers must be a mapping of str to str")
+    checked = {}
+    for k, v in headers.items():
+        name = header_text("a header name", k)
+        value = header_text(f"header {k!r}", v)
+        problem = _native.check_header(name, value)
+        if problem is None and name.lower() in _TRANSPORT_HEADERS:
+            problem = f"{name!r} is set by the transport for each request; it cannot be given"
+        if problem is not None:
+            raise ConfigurationError(f"{owner} headers: {problem}")
+        checked[name] = value
+    return checked
 
 
 def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
@@ -285,6 +303,7 @@ class OpenAICompatible(Provider):
         headers: Optional[Mapping[str, str]] = None,
         allow_insecure: bool = False,
         overloaded_statuses: Optional[Sequence[int]] = None,
+        params: Optional[Mapping[str, Any]] = None,
     ) -> None:
         super().__init__(
             model,
@@ -293,6 +312,7 @@ class OpenAICompatible(Provider):
             headers=headers,
             allow_insecure=allow_insecure,
             overloaded_statuses=overloaded_statuses,
+            params=params,
         )
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env:

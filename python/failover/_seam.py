@@ -28,6 +28,7 @@ class ProviderSpec:
         "model",
         "name",
         "overloaded_statuses",
+        "params",
         "wire",
     )
 
@@ -42,6 +43,7 @@ class ProviderSpec:
         headers: list[tuple[str, str]],
         overloaded_statuses: list[int],
         max_tokens_field: str,
+        params: dict[str, Any] | None,
     ) -> None:
         self.name = name
         self.wire = wire
@@ -51,6 +53,7 @@ class ProviderSpec:
         self.headers = headers
         self.overloaded_statuses = overloaded_statuses
         self.max_tokens_field = max_tokens_field
+        self.params = params
 
     def __repr__(self) -> str:  # never shows the key
         return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"
@@ -88,16 +91,21 @@ class CallArgs:
     __slots__ = (
         "chain",
         "deadline",
+        "headers",
         "max_tokens",
         "messages",
         "model",
         "policy",
+        "response_format",
+        "seed",
         "sleeper",
+        "stop",
         "system",
         "temperature",
         "timeout",
         "tool_choice",
         "tools",
+        "top_p",
     )
 
     messages: list[Any]
@@ -112,3 +120,8 @@ class CallArgs:
     temperature: float | None
     tools: list[dict[str, Any]] | None
     tool_choice: str | None
+    response_format: dict[str, Any] | None
+    stop: list[str] | None
+    top_p: float | None
+    seed: int | None
+    headers: list[tuple[str, str]] | None

@@ -278,6 +278,50 @@ pub fn parse_tool_choice(choice: &str, tools: &[Tool]) -> Result<ToolChoice, Str
     }
 }
 
+/// Structured output: JSON, or JSON that follows a schema.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResponseFormat {
+    JsonObject,
+    JsonSchema {
+        name: String,
+        schema: Value,
+        strict: Option<bool>,
+    },
+}
+
+/// Reads OpenAI's `response_format`: `{"type": "json_object"}` or
+/// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`
+/// (`{"type": "text"}` asks for nothing).
+pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, String> {
+    match value.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
+        Some("json_schema") => {
+            let spec = value
+                .get("json_schema")
+                .ok_or("a json_schema response_format needs 'json_schema': {'name', 'schema'}")?;
+            let schema = match spec.get("schema") {
+                Some(schema @ Value::Object(_)) => schema.clone(),
+                _ => return Err("response_format: 'json_schema' needs a 'schema' (a dict)".into()),
+            };
+            Ok(Some(ResponseFormat::JsonSchema {
+                name: spec
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("response")
+                    .to_string(),
+                schema,
+                strict: spec.get("strict").and_then(Value::as_bool),
+            }))
+        }
+        _ => Err(
+            "response_format must be {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \
+             \"json_schema\": {...}}"
+                .into(),
+        ),
+    }
+}
+
 /// A wire's own stop word in the one vocabulary: `"stop"`, `"length"`,
 /// `"tool_calls"`, `"content_filter"` (unknown words pass through).
 pub fn finish_reason(raw: &str) -> String {

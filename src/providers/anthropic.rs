@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, Usage};
-use crate::conversation::{self, Part, Role, ToolCall, ToolChoice};
+use crate::conversation::{self, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -95,6 +95,25 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         };
         body.insert("tool_choice".into(), choice);
     }
+    if let Some(format) = &request.response_format {
+        // Anthropic's native structured output: a JSON schema to follow
+        // (plain JSON is the schema of any object).
+        let schema = match format {
+            ResponseFormat::JsonObject => json!({"type": "object"}),
+            ResponseFormat::JsonSchema { schema, .. } => schema.clone(),
+        };
+        body.insert(
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": schema}}),
+        );
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop_sequences".into(), json!(request.stop));
+    }
+    if let Some(top_p) = request.top_p {
+        body.insert("top_p".into(), Value::from(top_p));
+    }
+    // `seed`: Anthropic has none, and a hint is never sent under another name.
     let headers = vec![("anthropic-version".to_string(), API_VERSION.to_string())];
     ("/messages".into(), Value::Object(body), headers)
 }

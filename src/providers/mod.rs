@@ -12,7 +12,7 @@ pub use secrets::{
 
 use serde_json::{Map, Value};
 
-use crate::conversation::{Message, Tool, ToolCall, ToolChoice};
+use crate::conversation::{Message, ResponseFormat, Tool, ToolCall, ToolChoice};
 use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{HttpRequest, HttpResponse};
@@ -48,6 +48,10 @@ pub struct ProviderConfig {
     pub overloaded_statuses: Vec<u16>,
     /// `max_completion_tokens` for OpenAI itself, `max_tokens` for the rest.
     pub max_tokens_field: String,
+    /// Body fields merged into every request to this provider (a JSON
+    /// object), for what the neutral form lacks: `reasoning_effort`,
+    /// Anthropic's `thinking`.
+    pub params: Option<Value>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -70,6 +74,14 @@ pub struct ChatRequest {
     /// Tools the model may call, and how it must choose.
     pub tools: Vec<Tool>,
     pub tool_choice: Option<ToolChoice>,
+    pub response_format: Option<ResponseFormat>,
+    /// Sequences that end the answer.
+    pub stop: Vec<String>,
+    /// Sampling hints a wire may lack (then dropped, never renamed).
+    pub top_p: Option<f64>,
+    pub seed: Option<i64>,
+    /// Extra request headers for this call.
+    pub headers: Vec<(String, String)>,
     pub system: Option<String>,
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
@@ -110,14 +122,17 @@ impl crate::engine::Answer for ChatResponse {
 /// call, then [`authorize`]d for each attempt (a key may rotate between them).
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
     let model = request.model.as_deref().unwrap_or(&provider.model);
-    let (path, body, mut headers) = match provider.wire {
+    let (path, mut body, mut headers) = match provider.wire {
         Wire::OpenAI => openai::build(provider, model, request),
         Wire::Anthropic => anthropic::build(model, request),
     };
+    if let (Some(Value::Object(params)), Value::Object(fields)) = (&provider.params, &mut body) {
+        merge_params(fields, params);
+    }
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));
     let mut secret_headers = Vec::new();
-    for (name, value) in &provider.headers {
+    for (name, value) in provider.headers.iter().chain(&request.headers) {
         if is_credential_header(name) {
             secret_headers.push((name.clone(), value.clone()));
         } else {
@@ -132,6 +147,48 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
         secrets,
         secret_headers,
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
+    }
+}
+
+/// Fields that carry the conversation and the mode: `params` never
+/// overrides them.
+const PROTECTED_FIELDS: [&str; 6] = [
+    "model",
+    "messages",
+    "contents",
+    "system",
+    "systemInstruction",
+    "stream",
+];
+
+/// Deep-merges a provider's `params` into a request body: objects key by
+/// key, anything else replaced; the conversation and mode fields kept.
+fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
+    fn merge(into: &mut Value, from: &Value) {
+        match (into, from) {
+            (Value::Object(into), Value::Object(from)) => {
+                for (key, value) in from {
+                    match into.get_mut(key) {
+                        Some(existing) => merge(existing, value),
+                        None => {
+                            into.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+            }
+            (into, from) => *into = from.clone(),
+        }
+    }
+    for (key, value) in params {
+        if PROTECTED_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        match body.get_mut(key) {
+            Some(existing) => merge(existing, value),
+            None => {
+                body.insert(key.clone(), value.clone());
+            }
+        }
     }
 }
 
@@ -316,6 +373,7 @@ mod tests {
             ],
             overloaded_statuses: vec![503, 529],
             max_tokens_field: "max_tokens".into(),
+            params: None,
         }
     }
 
@@ -501,5 +559,38 @@ mod tests {
         assert!(f.message.contains("check base_url"), "{}", f.message);
         let f = parse_response(&p, &sent(&p), response(407, b"")).unwrap_err();
         assert!(f.message.contains("proxy"), "{}", f.message);
+    }
+
+    #[test]
+    fn params_are_deep_merged_but_never_replace_the_conversation() {
+        let mut p = provider(Wire::Anthropic);
+        p.params = Some(serde_json::json!({
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "max_tokens": 9000,
+            "model": "not-this",
+            "messages": [],
+            "metadata": {"user_id": "u1"},
+        }));
+        let mut req = ChatRequest {
+            messages: messages(serde_json::json!([{"role": "user", "content": "Hi"}])),
+            ..ChatRequest::default()
+        };
+        req.stop = vec!["END".into()];
+        req.seed = Some(7);
+        req.top_p = Some(0.9);
+        let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
+        assert_eq!(body["thinking"]["budget_tokens"], 1024);
+        assert_eq!(
+            body["max_tokens"], 9000,
+            "params win over what the library set"
+        );
+        assert_eq!(body["model"], "m-1");
+        assert_eq!(body["messages"][0]["content"], "Hi");
+        assert_eq!(body["stop_sequences"], serde_json::json!(["END"]));
+        assert_eq!(body["top_p"], 0.9);
+        assert!(
+            body.get("seed").is_none(),
+            "Anthropic has no seed: dropped, never renamed"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, ProviderConfig, Usage};
-use crate::conversation::{self, Message, Part, Role, ToolCall, ToolChoice};
+use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -49,6 +49,32 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
             ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
         };
         body.insert("tool_choice".into(), choice);
+    }
+    if let Some(format) = &request.response_format {
+        let format = match format {
+            ResponseFormat::JsonObject => json!({"type": "json_object"}),
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => {
+                let mut spec = json!({"name": name, "schema": schema});
+                if let Some(strict) = strict {
+                    spec["strict"] = Value::from(*strict);
+                }
+                json!({"type": "json_schema", "json_schema": spec})
+            }
+        };
+        body.insert("response_format".into(), format);
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop".into(), json!(request.stop));
+    }
+    if let Some(top_p) = request.top_p {
+        body.insert("top_p".into(), Value::from(top_p));
+    }
+    if let Some(seed) = request.seed {
+        body.insert("seed".into(), Value::from(seed));
     }
     ("/chat/completions".into(), Value::Object(body), Vec::new())
 }

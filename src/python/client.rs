@@ -10,7 +10,7 @@ use pyo3::types::PyString;
 use tokio::sync::oneshot;
 
 use super::clock::CallClock;
-use super::convert::{call_error, messages_from, text_arg};
+use super::convert::{call_error, json_from, messages_from, text_arg};
 use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::runtime::{runtime, Interrupt};
@@ -82,7 +82,7 @@ impl NativeClient {
     #[new]
     #[pyo3(signature = (*, providers, transport, emit))]
     fn new(
-        providers: Vec<ProviderSpec>,
+        providers: Vec<ProviderSpec<'_>>,
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
     ) -> PyResult<Self> {
@@ -103,6 +103,18 @@ impl NativeClient {
                     ))),
                 },
             })?;
+            let params = match &spec.params {
+                None => None,
+                Some(params) => match json_from(params)? {
+                    value @ serde_json::Value::Object(_) => Some(value),
+                    _ => {
+                        return Err(configuration_error(format!(
+                            "provider {:?}: params must be a dict of body fields",
+                            spec.name
+                        )))
+                    }
+                },
+            };
             configs.push(ProviderConfig {
                 name: spec.name,
                 wire,
@@ -112,6 +124,7 @@ impl NativeClient {
                 headers: spec.headers,
                 overloaded_statuses: spec.overloaded_statuses,
                 max_tokens_field: spec.max_tokens_field,
+                params,
             });
             keys.push(source);
         }
@@ -222,10 +235,20 @@ impl NativeClient {
             .map(|c| conversation::parse_tool_choice(c, &tools))
             .transpose()
             .map_err(configuration_error)?;
+        let response_format = match &args.response_format {
+            Some(format) => conversation::parse_response_format(&json_from(format)?)
+                .map_err(configuration_error)?,
+            None => None,
+        };
         let request = ChatRequest {
             messages,
             tools,
             tool_choice,
+            response_format,
+            stop: args.stop.unwrap_or_default(),
+            top_p: args.top_p,
+            seed: args.seed,
+            headers: args.headers.unwrap_or_default(),
             system: text_arg("system", args.system.as_ref())?,
             max_tokens: args.max_tokens,
             temperature: args.temperature,

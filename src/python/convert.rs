@@ -37,6 +37,11 @@ pub fn messages_from(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
     }
 }
 
+/// Any JSON-able Python value (a dict of body fields, a response format).
+pub fn json_from(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    to_json(value, 0).map_err(|why| configuration_error(format!("cannot be sent as JSON: {why}")))
+}
+
 fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
     if depth > 64 {
         return Err("nested more than 64 levels deep".into());

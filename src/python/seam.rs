@@ -16,7 +16,7 @@ use crate::providers::{ChatResponse, ProviderConfig};
 
 /// One configured provider (`failover._seam.ProviderSpec`).
 #[derive(FromPyObject)]
-pub struct ProviderSpec {
+pub struct ProviderSpec<'py> {
     pub name: String,
     pub wire: String,
     pub model: String,
@@ -26,6 +26,8 @@ pub struct ProviderSpec {
     pub headers: Vec<(String, String)>,
     pub overloaded_statuses: Vec<u16>,
     pub max_tokens_field: String,
+    /// A dict merged into every request body for this provider, or `None`.
+    pub params: Option<Bound<'py, PyAny>>,
 }
 
 /// How the client reaches providers (`failover._seam.TransportSpec`).
@@ -88,6 +90,13 @@ pub struct CallArgs<'py> {
     /// OpenAI's `{"type": "function", "function": {...}}`), or `None`.
     pub tools: Option<Bound<'py, PyAny>>,
     pub tool_choice: Option<String>,
+    /// OpenAI's `response_format` dict, or `None`.
+    pub response_format: Option<Bound<'py, PyAny>>,
+    pub stop: Option<Vec<String>>,
+    pub top_p: Option<f64>,
+    pub seed: Option<i64>,
+    /// Extra request headers for this call, checked by Python.
+    pub headers: Option<Vec<(String, String)>>,
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
