@@ -353,7 +353,13 @@ def _expected_text(rec: Recording) -> str:
 def _expected_usage(rec: Recording) -> tuple[int, int]:
     usage = rec.body_json["usage"]
     if rec.wire == "anthropic":
-        return usage["input_tokens"], usage["output_tokens"]
+        # One meaning on every wire: every input token, cache included.
+        every_input = (
+            usage["input_tokens"]
+            + (usage.get("cache_read_input_tokens") or 0)
+            + (usage.get("cache_creation_input_tokens") or 0)
+        )
+        return every_input, usage["output_tokens"]
     return usage["prompt_tokens"], usage["completion_tokens"]
 
 

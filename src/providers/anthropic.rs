@@ -187,7 +187,13 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             .and_then(Value::as_str)
             .map(conversation::finish_reason),
         usage: Usage {
-            input_tokens: u64_at(&usage, &["input_tokens"]),
+            // One meaning on every wire (OpenAI's): every input token,
+            // cache reads and writes included; the cache figures are parts.
+            input_tokens: u64_at(&usage, &["input_tokens"]).map(|fresh| {
+                fresh
+                    + u64_at(&usage, &["cache_read_input_tokens"]).unwrap_or(0)
+                    + u64_at(&usage, &["cache_creation_input_tokens"]).unwrap_or(0)
+            }),
             output_tokens: u64_at(&usage, &["output_tokens"]),
             cache_read_tokens: u64_at(&usage, &["cache_read_input_tokens"]),
             cache_write_tokens: u64_at(&usage, &["cache_creation_input_tokens"]),
@@ -255,6 +261,7 @@ mod tests {
         );
         assert_eq!(r.request_id.as_deref(), Some("req_abc"));
         assert_eq!(r.usage.cache_write_tokens, Some(0));
+        assert_eq!(r.usage.input_tokens, Some(11), "10 fresh + 1 read from the cache");
         assert_eq!(r.usage.reasoning_tokens, None);
     }
 
