@@ -367,3 +367,25 @@ def test_bad_params_are_refused_when_given():
         failover.OpenAI(model="m", api_key="k", params="reasoning_effort=low")  # type: ignore[arg-type]
     with pytest.raises(failover.ConfigurationError):
         failover.Client({"a": failover.OpenAI(model="m", api_key="k", params={"x": object()})})
+
+
+def test_anthropic_thinking_blocks_go_back_to_anthropic_only(mock_server, backup_server):
+    thinking = {"type": "thinking", "thinking": "Paris is in France.", "signature": "sig-abc"}
+    answer = _anthropic_tool_use("toolu_3", "Paris")
+    answer["content"].insert(0, thinking)
+    mock_server.push(200, json=answer)
+    claude = failover.Client({"c": anthropic(mock_server)})
+    r = claude.prompt("Weather?", tools=[WEATHER])
+    assert r.message["provider_data"] == {"anthropic": {"blocks": [thinking]}}
+    history = [
+        {"role": "user", "content": "Weather?"},
+        r.message,
+        {"role": "tool", "tool_call_id": "toolu_3", "content": "sunny"},
+    ]
+    mock_server.push_text("Sunny.", wire="anthropic")
+    backup_server.push_text("Sunny.")
+    claude.prompt(history, tools=[WEATHER])
+    assert mock_server.requests[1].json["messages"][1]["content"][0] == thinking
+    failover.Client({"g": openai(backup_server)}).prompt(history, tools=[WEATHER])
+    sent = backup_server.requests[0].json["messages"][1]
+    assert "provider_data" not in sent and sent["tool_calls"][0]["id"] == "toolu_3"

@@ -85,6 +85,21 @@ def _check_proxy_variables() -> None:
         _checked_proxy(url, where=f"the {name} environment variable")
 
 
+_QUIESCE_REGISTERED = False
+
+
+def _quiesce_at_exit() -> None:
+    """On the first async call: at exit, let the runtime finish handing the
+    last results to the event loop before the interpreter finalizes (it
+    would otherwise abort the process now and then)."""
+    global _QUIESCE_REGISTERED
+    if not _QUIESCE_REGISTERED:
+        import atexit
+
+        atexit.register(_native.quiesce)
+        _QUIESCE_REGISTERED = True
+
+
 def _tools(tools: object) -> Optional[list[dict[str, Any]]]:
     """``tools=`` as the engine reads it: a list of tool dicts."""
     if tools is None:
@@ -472,4 +487,5 @@ class Client:
             },
             is_async=True,
         )
+        _quiesce_at_exit()
         return Response(await self._native.prompt_async(args))

@@ -48,8 +48,14 @@ def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None)
     else:
         import json
 
-        text = json.dumps(body)
-    return _native.retry_after(pairs, text, now)
+        try:
+            text = json.dumps(body)
+        except (TypeError, ValueError, RecursionError):
+            return None  # not what a server could have sent: no hint
+    try:
+        return _native.retry_after(pairs, text, now)
+    except UnicodeEncodeError:  # a lone surrogate: nothing a server could have sent
+        return None
 
 
 def _text(value: object) -> str:

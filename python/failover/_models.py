@@ -157,6 +157,7 @@ class Response:
     """The answer of a call, with where it came from and what it took."""
 
     __slots__ = (
+        "_provider_data",
         "_raw_body",
         "_raw_json",
         "attempts",
@@ -198,6 +199,7 @@ class Response:
         )
         self.attempts = _attempts(data.attempts)
         self.tool_calls = _tool_calls(data.tool_calls)
+        self._provider_data: Optional[str] = data.provider_data
         self.request_id = data.request_id
         self._raw_body = data.raw
         self.call_id = data.call_id
@@ -228,6 +230,12 @@ class Response:
             ]
         elif message["content"] is None:
             message["content"] = ""
+        if self._provider_data is not None:
+            # Opaque extras the same provider needs back (Anthropic's signed
+            # thinking blocks); other providers ignore them.
+            import json
+
+            message["provider_data"] = json.loads(self._provider_data)
         return message
 
     def json(self) -> Any:

@@ -31,6 +31,8 @@ _TRANSPORT_HEADERS = frozenset(
         "te",
         "trailer",
         "upgrade",
+        # The transport reads bodies as they come: it asks for no encoding.
+        "accept-encoding",
     }
 )
 
@@ -222,8 +224,10 @@ def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool, b
 
 
 def _has_userinfo(url: str) -> bool:
+    """Whether the URL itself carries a credential: a user part, or a
+    credential-named query value (``?key=``, ``?sig=``)."""
     parts = _url_parts(url)
-    return parts is None or parts[5]
+    return parts is None or parts[5] or _native.url_has_credentials(url)
 
 
 def _checked_url(owner: str, url: str) -> str:

@@ -43,6 +43,10 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// A tool message: the call it answers.
     pub tool_call_id: Option<String>,
+    /// An assistant's opaque extras for the wire that wrote them (Anthropic's
+    /// signed thinking blocks under `"anthropic"`): re-sent to that wire,
+    /// dropped on others.
+    pub provider_data: Option<Value>,
 }
 
 impl Message {
@@ -155,11 +159,17 @@ fn parse_message(message: &Value) -> Result<Message, String> {
             ))
         }
     };
+    let provider_data = match fields.get("provider_data") {
+        Some(data @ Value::Object(_)) if role == Role::Assistant => Some(data.clone()),
+        Some(Value::Null) | None => None,
+        Some(_) => return Err("'provider_data' belongs on an assistant message, as a dict".into()),
+    };
     Ok(Message {
         role,
         parts,
         tool_calls,
         tool_call_id,
+        provider_data,
     })
 }
 

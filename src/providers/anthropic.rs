@@ -24,7 +24,15 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
             }
             Role::User => ("user", m.parts.iter().map(part).collect()),
             Role::Assistant => {
-                let mut blocks: Vec<Value> = m.parts.iter().map(part).collect();
+                // Signed thinking blocks go back first, as Anthropic wrote them.
+                let mut blocks: Vec<Value> = m
+                    .provider_data
+                    .as_ref()
+                    .and_then(|d| d.pointer("/anthropic/blocks"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                blocks.extend(m.parts.iter().map(part));
                 blocks.extend(m.tool_calls.iter().map(|c| {
                     // Checked as JSON when the history was read.
                     let input: Value =
@@ -150,8 +158,12 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         .ok_or("no content in the response")?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
+    let mut thinking = Vec::new();
     for block in content {
         match block.get("type").and_then(Value::as_str) {
+            // Kept whole: Anthropic checks their signatures when a tool loop
+            // sends them back.
+            Some("thinking" | "redacted_thinking") => thinking.push(block.clone()),
             Some("text") => text.push_str(
                 block
                     .get("text")
@@ -175,9 +187,11 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         }
     }
     let usage = json.get("usage").cloned().unwrap_or(Value::Null);
+    let provider_data = (!thinking.is_empty()).then(|| json!({"anthropic": {"blocks": thinking}}));
     Ok(ChatResponse {
         text,
         tool_calls,
+        provider_data,
         model: json
             .get("model")
             .and_then(Value::as_str)
@@ -261,7 +275,11 @@ mod tests {
         );
         assert_eq!(r.request_id.as_deref(), Some("req_abc"));
         assert_eq!(r.usage.cache_write_tokens, Some(0));
-        assert_eq!(r.usage.input_tokens, Some(11), "10 fresh + 1 read from the cache");
+        assert_eq!(
+            r.usage.input_tokens,
+            Some(11),
+            "10 fresh + 1 read from the cache"
+        );
         assert_eq!(r.usage.reasoning_tokens, None);
     }
 

@@ -103,6 +103,9 @@ pub struct ChatResponse {
     pub text: String,
     /// The calls the model made, in order.
     pub tool_calls: Vec<ToolCall>,
+    /// Opaque extras the same wire needs back in the history (see
+    /// [`Message::provider_data`]).
+    pub provider_data: Option<Value>,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
     pub usage: Usage,
@@ -237,8 +240,9 @@ pub fn parse_response(
     sent: &HttpRequest,
     response: HttpResponse,
 ) -> Result<ChatResponse, Failure> {
-    let request_id = request_id(provider.wire, &response.headers);
     let secrets = &sent.secrets;
+    // A header value can echo a key too.
+    let request_id = request_id(provider.wire, &response.headers).map(|id| redact(&id, secrets));
     if !(200..300).contains(&response.status) {
         return Err(error_failure(provider, secrets, response, request_id));
     }
@@ -313,7 +317,7 @@ fn error_failure(
         json.as_ref()?
             .get("request_id")?
             .as_str()
-            .map(str::to_string)
+            .map(|id| redact(id, secrets))
     });
     let name = &provider.name;
     let status = response.status;

@@ -170,6 +170,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     Ok(ChatResponse {
         text,
         tool_calls,
+        provider_data: None,
         model: json
             .get("model")
             .and_then(Value::as_str)

@@ -161,17 +161,18 @@ fn is_credential_parameter(name: &str) -> bool {
     const SUFFIXES: [&str; 3] = ["token", "secret", "password"];
     let mut words: Vec<String> = Vec::new();
     let mut current = String::new();
+    let mut previous_lower = false;
     for c in name.chars() {
         if matches!(c, '-' | '_' | '.' | ' ') {
             words.push(std::mem::take(&mut current));
-        } else if c.is_ascii_uppercase() && !current.is_empty() {
-            words.push(std::mem::replace(
-                &mut current,
-                c.to_ascii_lowercase().to_string(),
-            ));
+        } else if c.is_ascii_uppercase() && previous_lower {
+            // camelCase: `apiKey` is `api` + `key`; `KEY` and `API_KEY` stay whole.
+            let word = c.to_ascii_lowercase().to_string();
+            words.push(std::mem::replace(&mut current, word));
         } else {
             current.push(c.to_ascii_lowercase());
         }
+        previous_lower = c.is_ascii_lowercase();
     }
     words.push(current);
     let words: Vec<&str> = words
@@ -347,6 +348,9 @@ mod tests {
             "client_secret",
             "pwd",
         ] {
+            assert!(is_credential_parameter(name), "{name}");
+        }
+        for name in ["KEY", "API_KEY", "TOKEN", "Api-Key"] {
             assert!(is_credential_parameter(name), "{name}");
         }
         for name in [

@@ -13,7 +13,7 @@ use super::clock::CallClock;
 use super::convert::{call_error, json_from, messages_from, text_arg};
 use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
-use super::runtime::{runtime, Interrupt};
+use super::runtime::{self, runtime, Interrupt};
 use super::seam::{
     attempts_list, optional_seconds, CallArgs, ProviderSpec, ResponseData, TransportSpec,
 };
@@ -170,11 +170,12 @@ impl NativeClient {
         // Looked up once: the engine future, its events and its sleeper share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.call(py, args, Some(locals.clone()))?;
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(
-            py,
-            locals,
-            chat(Arc::clone(&self.inner), call),
-        )
+        let inner = Arc::clone(&self.inner);
+        let in_flight = runtime::AsyncCallGuard::new();
+        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+            let _in_flight = in_flight;
+            chat(inner, call).await
+        })
     }
 
     /// Releases the connection pool. Calls in flight finish; later calls

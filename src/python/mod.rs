@@ -80,6 +80,15 @@ fn url_parts(url: &str) -> Option<(String, String, Option<u16>, String, bool, bo
     ))
 }
 
+/// Whether a URL carries credentials (a user part, a credential-named
+/// query value): such a URL is never sent over plain http to a remote host.
+#[pyfunction]
+fn url_has_credentials(url: &str) -> bool {
+    !crate::providers::url_secrets(url).is_empty()
+        || reqwest::Url::parse(url)
+            .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+}
+
 /// Checks a header as the transport will send it; returns why it cannot be
 /// sent, or `None`.
 #[pyfunction]
@@ -112,6 +121,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
     m.add_function(wrap_pyfunction!(check_header, m)?)?;
     m.add_function(wrap_pyfunction!(url_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(url_has_credentials, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::quiesce, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;

@@ -1,7 +1,9 @@
 //! The shared tokio runtime, and the two ways Python code can end a call
 //! from inside it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -59,4 +61,50 @@ impl Interrupt {
             true
         }
     }
+}
+
+/// Async calls whose engine future has not ended yet.
+static ASYNC_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// When the last async call's engine future ended.
+static LAST_ASYNC_END: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Held by an async call's future while it runs (dropped when it ends or
+/// is cancelled).
+pub struct AsyncCallGuard(());
+
+impl AsyncCallGuard {
+    pub fn new() -> Self {
+        ASYNC_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        Self(())
+    }
+}
+
+impl Drop for AsyncCallGuard {
+    fn drop(&mut self) {
+        *LAST_ASYNC_END.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        ASYNC_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Registered with `atexit` on the first async call. After an async call's
+/// future ends, a runtime thread still hands the result to the event loop
+/// (`call_soon_threadsafe`, which briefly releases the GIL); if the
+/// interpreter finalizes meanwhile, that thread is stopped inside Rust code
+/// and the process aborts. Waiting here, with the GIL released, until no
+/// call is in flight and the last hand-over has had time to finish keeps
+/// the exit clean. Bounded: never more than about a second.
+#[pyfunction]
+pub fn quiesce(py: Python<'_>) {
+    const HAND_OVER: Duration = Duration::from_millis(100);
+    const LONGEST: Duration = Duration::from_secs(1);
+    py.detach(|| {
+        let started = Instant::now();
+        while ASYNC_IN_FLIGHT.load(Ordering::SeqCst) > 0 && started.elapsed() < LONGEST {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let last = *LAST_ASYNC_END.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(wait) = last.and_then(|end| HAND_OVER.checked_sub(end.elapsed())) {
+            std::thread::sleep(wait);
+        }
+    });
 }

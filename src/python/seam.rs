@@ -233,6 +233,8 @@ pub struct ResponseData {
     pub reasoning_tokens: Option<u64>,
     pub attempts: Py<PyList>,
     pub tool_calls: Py<PyList>,
+    /// JSON text of the wire's opaque extras, when there are any.
+    pub provider_data: Option<String>,
     pub request_id: Option<String>,
     /// The response body as received.
     pub raw: Py<PyString>,
@@ -265,6 +267,7 @@ impl ResponseData {
             reasoning_tokens: u.reasoning_tokens,
             attempts,
             tool_calls: PyList::new(py, tool_calls.collect::<Vec<_>>())?.unbind(),
+            provider_data: r.provider_data.map(|d| d.to_string()),
             request_id: r.request_id,
             raw: PyString::new(py, &r.raw).unbind(),
             call_id: call_id.to_string(),
