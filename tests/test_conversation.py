@@ -307,15 +307,19 @@ def test_json_object_without_a_schema(mock_server, backup_server):
     assert backup_server.requests[0].json["response_format"] == plain_json
 
 
-def test_sampling_parameters_go_under_each_wires_names(mock_server, backup_server):
+def test_sampling_parameters_go_under_each_wires_names(mock_server, backup_server, caplog):
     mock_server.push_text("ok", wire="anthropic")
     backup_server.push_text("ok")
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="failover")
     options: dict[str, Any] = {"stop": ["END"], "top_p": 0.5, "seed": 7}
     failover.Client({"c": anthropic(mock_server)}).prompt("Hi", **options)
     failover.Client({"g": openai(backup_server)}).prompt("Hi", **options)
     claude = mock_server.requests[0].json
     assert (claude["stop_sequences"], claude["top_p"]) == (["END"], 0.5)
     assert "seed" not in claude and "stop" not in claude, "never sent under another name"
+    assert any("no seed" in r.getMessage() for r in caplog.records)
     gpt = backup_server.requests[0].json
     assert (gpt["stop"], gpt["top_p"], gpt["seed"]) == (["END"], 0.5, 7)
 

@@ -85,6 +85,17 @@ def _check_proxy_variables() -> None:
         _checked_proxy(url, where=f"the {name} environment variable")
 
 
+def _note_dropped_seed(providers: list[Provider]) -> None:
+    """A sampling hint a wire lacks is dropped, never renamed: say so at DEBUG."""
+    lacking = [type(p).__name__ for p in providers if p.wire == "anthropic"]
+    if lacking:
+        import logging
+
+        logging.getLogger("failover").debug(
+            "seed= is not sent to %s: the Anthropic API has no seed", ", ".join(lacking)
+        )
+
+
 _QUIESCE_REGISTERED = False
 
 
@@ -390,6 +401,8 @@ class Client:
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
         _extra_options(args, **extra)
+        if args.seed is not None:
+            _note_dropped_seed([self._providers[self._names[i]] for i in chain])
         if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
             for i in chain:
                 self._providers[self._names[i]]._check_secure(self._names[i])
