@@ -363,6 +363,17 @@ def _expected_usage(rec: Recording) -> tuple[int, int]:
     return usage["prompt_tokens"], usage["completion_tokens"]
 
 
+def _expected_tool_calls(rec: Recording) -> list[tuple[str, str, Any]]:
+    """The tool calls recorded in the answer, as (id, name, parsed arguments)."""
+    body = rec.body_json
+    if rec.wire == "anthropic":
+        return [
+            (b["id"], b["name"], b["input"]) for b in body["content"] if b.get("type") == "tool_use"
+        ]
+    calls = body["choices"][0]["message"].get("tool_calls") or []
+    return [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
 #: Each wire's stop words in failover's one vocabulary.
 ONE_VOCABULARY = {
     "end_turn": "stop",
@@ -411,6 +422,8 @@ def test_recorded_success(rec: Recording, face: str) -> None:
     assert r.model == rec.body_json["model"]
     assert r.provider == rec.folder
     assert r.raw == rec.body_json
+    assert [(c.id, c.name, c.arguments) for c in r.tool_calls] == _expected_tool_calls(rec)
+    assert r.message["role"] == "assistant"
     [attempt] = r.attempts
     assert (attempt.provider, attempt.status, attempt.kind) == (rec.folder, 200, None)
     assert API_KEY not in repr(r)
