@@ -109,6 +109,7 @@ def test_tools_and_tool_choice_on_the_anthropic_wire(mock_server, call, choice, 
     openai_style = {"type": "function", "function": WEATHER._wire()}
     r = call(client, "Weather in Rome?", tools=[openai_style], tool_choice=choice)
     sent = mock_server.requests[0].json
+    assert_anthropic_valid(sent)
     assert sent["tools"] == [
         {
             "name": "weather",
@@ -149,6 +150,7 @@ def test_a_tool_loop_fails_over_from_claude_to_gpt_mid_conversation(
     assert (r.provider, r.text) == ("gpt", "Sunny and 21 C in Paris.")
     # What Claude saw on turn 2: its own tool_use and the result, ids intact.
     claude_saw = mock_server.requests[1].json
+    assert_anthropic_valid(claude_saw)
     assert claude_saw["system"] == "Answer briefly."
     assert claude_saw["messages"][1]["content"][1] == {
         "type": "tool_use",
@@ -290,8 +292,9 @@ def test_structured_output_in_each_wires_native_form(mock_server, backup_server,
     backup_server.push_text('{"name": "Paris"}')
     r = call(failover.Client({"c": anthropic(mock_server)}), "City?", response_format=SCHEMA)
     assert r.json() == {"name": "Paris"}
+    closed = {**SCHEMA["json_schema"]["schema"], "additionalProperties": False}
     assert mock_server.requests[0].json["output_config"] == {
-        "format": {"type": "json_schema", "schema": SCHEMA["json_schema"]["schema"]}
+        "format": {"type": "json_schema", "schema": closed}
     }
     call(failover.Client({"g": openai(backup_server)}), "City?", response_format=SCHEMA)
     assert backup_server.requests[0].json["response_format"] == SCHEMA
@@ -393,3 +396,152 @@ def test_anthropic_thinking_blocks_go_back_to_anthropic_only(mock_server, backup
     failover.Client({"g": openai(backup_server)}).prompt(history, tools=[WEATHER])
     sent = backup_server.requests[0].json["messages"][1]
     assert "provider_data" not in sent and sent["tool_calls"][0]["id"] == "toolu_3"
+
+
+# What the Anthropic API accepts, checked on every body sent to it ----------------
+
+
+def assert_anthropic_valid(body: dict[str, Any]) -> None:
+    """The rules the Messages API enforces that a mock server would not."""
+    import re
+
+    messages = body["messages"]
+    assert messages, "at least one message"
+    roles = [m["role"] for m in messages]
+    assert all(a != b for a, b in zip(roles, roles[1:])), f"roles alternate: {roles}"
+    tool_ids: set[str] = set()
+    for m in messages:
+        blocks = m["content"] if isinstance(m["content"], list) else [m["content"]]
+        assert blocks, f"no empty turn: {m}"
+        for b in blocks:
+            if isinstance(b, str):
+                assert b, "no empty text"
+                continue
+            assert not (b["type"] == "text" and not b["text"]), f"no empty text block: {m}"
+            if b["type"] == "tool_use":
+                assert re.fullmatch(r"[a-zA-Z0-9_-]+", b["id"]), b["id"]
+                assert isinstance(b["input"], dict)
+                tool_ids.add(b["id"])
+            if b["type"] == "tool_result":
+                assert b["tool_use_id"] in tool_ids, "a result answers an earlier call"
+                for inner in b.get("content", []):
+                    assert inner.get("text", "x"), "no empty text in a result"
+    if tool_ids:
+        assert body.get("tools"), "tool blocks need tools declared"
+    assert not ("temperature" in body and "top_p" in body)
+
+
+def test_a_gpt_to_claude_tool_loop_with_thinking_is_valid_for_anthropic(mock_server, backup_server):
+    # GPT answers turn 1 with an oddly-named call id and empty arguments.
+    answer = _openai_tool_call("functions.weather:0", "Paris")
+    answer["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = ""
+    backup_server.push(200, json=answer)
+    client = failover.Client(
+        {
+            "gpt": openai(backup_server),
+            "claude": anthropic(
+                mock_server, params={"thinking": {"type": "enabled", "budget_tokens": 1024}}
+            ),
+        },
+        sleeper=FakeSleeper(),
+    )
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+    r = client.prompt(history, tools=[WEATHER])
+    history += [r.message, {"role": "tool", "tool_call_id": r.tool_calls[0].id, "content": ""}]
+    # Turn 2: GPT is down; Claude gets GPT's turn.
+    backup_server.push(503)
+    mock_server.push_text("Sunny.", wire="anthropic")
+    assert client.prompt(history, tools=[WEATHER], temperature=0.2, top_p=0.9).provider == "claude"
+    sent = mock_server.requests[0].json
+    assert_anthropic_valid(sent)
+    assert "thinking" not in sent, "GPT's tool turn has no signed thinking block"
+    use, result = sent["messages"][1]["content"][0], sent["messages"][2]["content"][0]
+    assert use["id"] == result["tool_use_id"] == "functions_weather_0"
+    assert use["input"] == {} and "content" not in result
+    assert sent["temperature"] == 0.2 and "top_p" not in sent
+
+
+def test_a_closing_call_without_tools_still_declares_the_historys_tools(mock_server):
+    mock_server.push_text("Sunny, 21 C.", wire="anthropic")
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "sunny"},
+        {"role": "assistant", "content": "Summary: "},
+    ]
+    failover.Client({"c": anthropic(mock_server)}).prompt(history, tool_choice="none")
+    sent = mock_server.requests[0].json
+    assert_anthropic_valid(sent)
+    assert sent["tools"] == [{"name": "weather", "input_schema": {"type": "object"}}]
+    assert sent["tool_choice"] == {"type": "none"}
+    assert sent["messages"][-1]["content"] == "Summary:", "a prefill ends without whitespace"
+
+
+def test_tool_choice_none_without_tools_is_not_sent_to_openai(mock_server):
+    mock_server.push_text("ok")
+    failover.Client({"g": openai(mock_server)}).prompt("Hi", tool_choice="none")
+    assert "tool_choice" not in mock_server.requests[0].json
+
+
+def test_an_openai_refusal_is_a_content_filter(mock_server):
+    refusal = {
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+            }
+        ],
+    }
+    mock_server.push(200, json=refusal)
+    r = failover.Client({"g": openai(mock_server)}).prompt("Hi")
+    assert (r.text, r.finish_reason) == ("", "content_filter")
+
+
+def test_names_strict_tools_and_refusal_parts_pass_through(mock_server):
+    mock_server.push_text("ok")
+    strict = {"type": "function", "function": {**WEATHER._wire(), "strict": True}}
+    history = [
+        {"role": "user", "content": "Hi", "name": "alice"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+        {"role": "user", "content": "Please"},
+    ]
+    failover.Client({"g": openai(mock_server)}).prompt(history, tools=[strict])
+    sent = mock_server.requests[0].json
+    assert sent["messages"][0]["name"] == "alice"
+    assert sent["messages"][1]["content"] == "No."
+    assert sent["tools"][0]["function"]["strict"] is True
+
+
+def test_anthropic_structured_output_closes_every_object(mock_server):
+    mock_server.push_text("{}", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt("City?", response_format=SCHEMA)
+    schema = mock_server.requests[0].json["output_config"]["format"]["schema"]
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(("arguments", "why"), [("[1, 2]", "JSON object"), ("{x", "not JSON")])
+def test_history_arguments_must_be_a_json_object(mock_server, arguments, why):
+    history = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+            ],
+        }
+    ]
+    with pytest.raises(failover.ConfigurationError, match=why):
+        failover.Client({"c": anthropic(mock_server)}).prompt(history)
+    assert mock_server.requests == []
+
+
+def test_tool_names_that_tool_choice_reserves_are_refused(mock_server):
+    with pytest.raises(failover.ConfigurationError, match="may not be named"):
+        failover.Client({"g": openai(mock_server)}).prompt("Hi", tools=[failover.Tool(name="none")])

@@ -43,6 +43,8 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// A tool message: the call it answers.
     pub tool_call_id: Option<String>,
+    /// A participant's name (OpenAI's `name`), passed on where a wire has it.
+    pub name: Option<String>,
     /// An assistant's opaque extras for the wire that wrote them (Anthropic's
     /// signed thinking blocks under `"anthropic"`): re-sent to that wire,
     /// dropped on others.
@@ -70,6 +72,8 @@ pub struct Tool {
     pub description: Option<String>,
     /// A JSON schema of the arguments.
     pub parameters: Value,
+    /// Ask the provider to hold the arguments to the schema exactly.
+    pub strict: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -164,11 +168,16 @@ fn parse_message(message: &Value) -> Result<Message, String> {
         Some(Value::Null) | None => None,
         Some(_) => return Err("'provider_data' belongs on an assistant message, as a dict".into()),
     };
+    let name = fields
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(Message {
         role,
         parts,
         tool_calls,
         tool_call_id,
+        name,
         provider_data,
     })
 }
@@ -179,13 +188,22 @@ fn parse_part(part: &Value) -> Result<Part, String> {
             Some(Value::String(text)) => Ok(Part::Text(text.clone())),
             _ => Err("a text part needs 'text' (a str)".into()),
         },
+        // A refusal the OpenAI SDK dumped into the history is its text.
+        Some("refusal") => match part.get("refusal") {
+            Some(Value::String(text)) => Ok(Part::Text(text.clone())),
+            _ => Err("a refusal part needs 'refusal' (a str)".into()),
+        },
         Some("image_url") => {
             let url = part
                 .get("image_url")
                 .and_then(|i| i.get("url").or(Some(i)))
                 .and_then(Value::as_str);
             match url {
-                Some(url) if url.starts_with("data:") || url.starts_with("http") => {
+                Some(url)
+                    if url.starts_with("data:")
+                        || url.starts_with("https://")
+                        || url.starts_with("http://") =>
+                {
                     Ok(Part::Image(url.to_string()))
                 }
                 _ => Err(
@@ -218,16 +236,26 @@ fn parse_history_call(call: &Value) -> Result<ToolCall, String> {
         .filter(|s| !s.is_empty())
         .ok_or("a tool call's function needs a 'name'")?;
     let arguments_json = match function.get("arguments") {
+        // Some servers write "" for a call without arguments.
+        Some(Value::String(text)) if text.trim().is_empty() => "{}".to_string(),
         Some(Value::String(text)) => text.clone(),
         Some(Value::Object(map)) => Value::Object(map.clone()).to_string(),
         None | Some(Value::Null) => "{}".to_string(),
         Some(other) => return Err(format!("'arguments' must be JSON text, got {other}")),
     };
-    if serde_json::from_str::<Value>(&arguments_json).is_err() {
-        return Err(format!(
-            "the arguments of call {id:?} are not JSON ({arguments_json:?}): repair or drop \
-             the call before sending the history again"
-        ));
+    match serde_json::from_str::<Value>(&arguments_json) {
+        Ok(Value::Object(_)) => {}
+        Ok(_) => {
+            return Err(format!(
+                "the arguments of call {id:?} must be a JSON object, got {arguments_json:?}"
+            ))
+        }
+        Err(_) => {
+            return Err(format!(
+                "the arguments of call {id:?} are not JSON ({arguments_json:?}): repair or drop \
+                 the call before sending the history again"
+            ))
+        }
     }
     Ok(ToolCall {
         id: id.to_string(),
@@ -262,7 +290,13 @@ pub fn parse_tools(tools: &[Value]) -> Result<Vec<Tool>, String> {
                 ))
             }
         };
+        if ["auto", "none", "required"].contains(&name) {
+            return Err(format!(
+                "a tool may not be named {name:?}: tool_choice={name:?} means something else"
+            ));
+        }
         out.push(Tool {
+            strict: spec.get("strict").and_then(Value::as_bool),
             name: name.to_string(),
             description: spec
                 .get("description")
@@ -336,7 +370,8 @@ pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, St
 /// `"tool_calls"`, `"content_filter"` (unknown words pass through).
 pub fn finish_reason(raw: &str) -> String {
     match raw {
-        "stop" | "end_turn" | "stop_sequence" | "pause_turn" | "STOP" => "stop",
+        // `pause_turn` is not an end: it passes through, so a loop goes on.
+        "stop" | "end_turn" | "stop_sequence" | "STOP" => "stop",
         "length" | "max_tokens" | "MAX_TOKENS" => "length",
         "tool_calls" | "function_call" | "tool_use" => "tool_calls",
         "content_filter" | "refusal" | "SAFETY" => "content_filter",

@@ -22,7 +22,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                 system.push(m.text());
                 continue;
             }
-            Role::User => ("user", m.parts.iter().map(part).collect()),
+            Role::User => ("user", parts(&m.parts)),
             Role::Assistant => {
                 // Signed thinking blocks go back first, as Anthropic wrote them.
                 let mut blocks: Vec<Value> = m
@@ -32,22 +32,30 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                blocks.extend(m.parts.iter().map(part));
+                blocks.extend(parts(&m.parts));
                 blocks.extend(m.tool_calls.iter().map(|c| {
-                    // Checked as JSON when the history was read.
+                    // Checked as a JSON object when the history was read.
                     let input: Value =
                         serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
-                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+                    json!({"type": "tool_use", "id": tool_id(&c.id), "name": c.name, "input": input})
                 }));
                 ("assistant", blocks)
             }
             Role::Tool => {
-                let content: Vec<Value> = m.parts.iter().map(part).collect();
-                let result = json!({"type": "tool_result",
-                    "tool_use_id": m.tool_call_id.as_deref().unwrap_or(""), "content": content});
+                let id = tool_id(m.tool_call_id.as_deref().unwrap_or(""));
+                let mut result = json!({"type": "tool_result", "tool_use_id": id});
+                // A command with no output is a result without content: an
+                // empty text block is refused.
+                let content = parts(&m.parts);
+                if !content.is_empty() {
+                    result["content"] = Value::Array(content);
+                }
                 ("user", vec![result])
             }
         };
+        if blocks.is_empty() {
+            continue; // an empty turn is refused (an empty answer sent back)
+        }
         // Anthropic needs the roles to alternate: consecutive tool results
         // and a user message after them share one user turn.
         match turns.last_mut() {
@@ -55,6 +63,25 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
             _ => turns.push((role, blocks)),
         }
     }
+    // A final assistant turn is a prefill, which may not end in whitespace.
+    if let Some(("assistant", blocks)) = turns.last_mut() {
+        if let Some(text) = blocks
+            .last_mut()
+            .filter(|b| b["type"] == "text")
+            .and_then(|b| b.get_mut("text"))
+        {
+            *text = Value::from(text.as_str().unwrap_or("").trim_end());
+        }
+    }
+    // Anthropic refuses tool_use/tool_result blocks in a request without
+    // tools (a closing summary call): declare the tools the history used,
+    // and forbid calling them.
+    let history_tools: Vec<&str> = request
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.as_str()))
+        .collect();
+    let stub_tools = request.tools.is_empty() && !history_tools.is_empty();
     let messages = turns
         .into_iter()
         .map(|(role, content)| match content.as_slice() {
@@ -78,6 +105,17 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
+    if stub_tools {
+        let mut names: Vec<&str> = history_tools.clone();
+        names.sort_unstable();
+        names.dedup();
+        let tools: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "input_schema": {"type": "object"}}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tool_choice".into(), json!({"type": "none"}));
+    }
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -89,12 +127,19 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                     tool.insert("description".into(), Value::from(d.as_str()));
                 }
                 tool.insert("input_schema".into(), t.parameters.clone());
+                if let Some(strict) = t.strict {
+                    tool.insert("strict".into(), Value::from(strict));
+                }
                 Value::Object(tool)
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(choice) = &request.tool_choice {
+    if let Some(choice) = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())
+    {
         let choice = match choice {
             ToolChoice::Auto => json!({"type": "auto"}),
             ToolChoice::None => json!({"type": "none"}),
@@ -108,7 +153,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         // (plain JSON is the schema of any object).
         let schema = match format {
             ResponseFormat::JsonObject => json!({"type": "object"}),
-            ResponseFormat::JsonSchema { schema, .. } => schema.clone(),
+            ResponseFormat::JsonSchema { schema, .. } => closed_objects(schema.clone()),
         };
         body.insert(
             "output_config".into(),
@@ -118,12 +163,85 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     if !request.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(request.stop));
     }
-    if let Some(top_p) = request.top_p {
+    // Newer Claude models refuse temperature and top_p together: top_p is a
+    // droppable hint, temperature the caller's explicit choice.
+    if let Some(top_p) = request.top_p.filter(|_| request.temperature.is_none()) {
         body.insert("top_p".into(), Value::from(top_p));
     }
     // `seed`: Anthropic has none, and a hint is never sent under another name.
     let headers = vec![("anthropic-version".to_string(), API_VERSION.to_string())];
     ("/messages".into(), Value::Object(body), headers)
+}
+
+/// After `params` are merged: Anthropic with thinking on requires the last
+/// assistant turn that called tools to start with its signed thinking
+/// block. A turn another provider wrote (a failover mid-loop) has none, so
+/// thinking is left off for this request rather than the call refused.
+pub(super) fn reconcile_thinking(body: &mut Map<String, Value>, request: &ChatRequest) {
+    if !body.contains_key("thinking") {
+        return;
+    }
+    let last_tool_turn = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
+    let signed = |m: &&crate::conversation::Message| {
+        m.provider_data
+            .as_ref()
+            .and_then(|d| d.pointer("/anthropic/blocks"))
+            .and_then(Value::as_array)
+            .is_some_and(|b| !b.is_empty())
+    };
+    if last_tool_turn.is_some_and(|m| !signed(&m)) {
+        body.remove("thinking");
+    }
+}
+
+/// Content parts as Anthropic blocks; empty text is refused there, so it is
+/// left out.
+fn parts(parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter(|p| !matches!(p, Part::Text(t) if t.is_empty()))
+        .map(part)
+        .collect()
+}
+
+/// A tool-call id as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): other
+/// servers' ids (`functions.f:0`) are mapped the same way in the call and
+/// its result, so they still pair up.
+fn tool_id(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A JSON schema as Anthropic's structured output takes it: every object
+/// closed (`additionalProperties: false`) unless the schema says otherwise.
+fn closed_objects(mut schema: Value) -> Value {
+    fn close(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                if map.get("type").and_then(Value::as_str) == Some("object")
+                    && !map.contains_key("additionalProperties")
+                {
+                    map.insert("additionalProperties".into(), Value::Bool(false));
+                }
+                map.values_mut().for_each(close);
+            }
+            Value::Array(items) => items.iter_mut().for_each(close),
+            _ => {}
+        }
+    }
+    close(&mut schema);
+    schema
 }
 
 /// A content part as an Anthropic block.

@@ -131,6 +131,9 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
     };
     if let (Some(Value::Object(params)), Value::Object(fields)) = (&provider.params, &mut body) {
         merge_params(fields, params);
+        if provider.wire == Wire::Anthropic {
+            anthropic::reconcile_thinking(fields, request);
+        }
     }
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));

@@ -36,12 +36,20 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
                     function.insert("description".into(), Value::from(d.as_str()));
                 }
                 function.insert("parameters".into(), t.parameters.clone());
+                if let Some(strict) = t.strict {
+                    function.insert("strict".into(), Value::from(strict));
+                }
                 json!({"type": "function", "function": function})
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(choice) = &request.tool_choice {
+    // A tool_choice without tools is refused by the API.
+    if let Some(choice) = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())
+    {
         let choice = match choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
@@ -117,6 +125,9 @@ fn message(m: &Message) -> Value {
     if let Some(id) = &m.tool_call_id {
         out.insert("tool_call_id".into(), Value::from(id.as_str()));
     }
+    if let Some(name) = &m.name {
+        out.insert("name".into(), Value::from(name.as_str()));
+    }
     Value::Object(out)
 }
 
@@ -140,6 +151,11 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         Some(Value::Null) | None => String::new(),
         Some(other) => return Err(format!("message content is not text: {other}")),
     };
+    let refused = text.is_empty()
+        && message
+            .get("refusal")
+            .and_then(Value::as_str)
+            .is_some_and(|r| !r.is_empty());
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
@@ -175,10 +191,15 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_string),
-        finish_reason: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(conversation::finish_reason),
+        // A refusal is a content filter's answer, whatever finish_reason says.
+        finish_reason: if refused {
+            Some("content_filter".to_string())
+        } else {
+            choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(conversation::finish_reason)
+        },
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             output_tokens: u64_at(&usage, &["completion_tokens"]),
