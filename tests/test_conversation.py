@@ -545,3 +545,63 @@ def test_history_arguments_must_be_a_json_object(mock_server, arguments, why):
 def test_tool_names_that_tool_choice_reserves_are_refused(mock_server):
     with pytest.raises(failover.ConfigurationError, match="may not be named"):
         failover.Client({"g": openai(mock_server)}).prompt("Hi", tools=[failover.Tool(name="none")])
+
+
+# A provider whose wire cannot express the call is skipped -------------------------
+
+
+def test_a_provider_that_cannot_take_the_conversation_is_skipped_with_the_reason(
+    mock_server, backup_server, call
+):
+    backup_server.push_text("hello")
+    events: list[object] = []
+    client = failover.Client(
+        {"claude": anthropic(mock_server), "gpt": openai(backup_server)}, on_event=events.append
+    )
+    # Anthropic needs a user message first; Chat Completions takes this as is.
+    r = call(client, [{"role": "assistant", "content": "Hi, how can I help?"}])
+    assert r.provider == "gpt" and mock_server.requests == []
+    skipped = r.attempts[0]
+    assert skipped.provider == "claude" and skipped.status is None
+    assert "start with a user message" in (skipped.skipped or "")
+    assert r.attempts[1].skipped is None
+    assert events == [], "a skip emits no event"
+
+
+def test_when_no_provider_can_serve_the_call_nothing_is_sent(mock_server, call):
+    client = failover.Client({"claude": anthropic(mock_server)})
+    with pytest.raises(failover.ConfigurationError, match="no provider can serve") as info:
+        call(client, [{"role": "system", "content": "Only a system prompt."}])
+    assert mock_server.requests == []
+    assert "claude" in str(info.value) and info.value.attempts[0].skipped
+
+
+def test_an_image_in_a_tool_result_skips_chat_completions(mock_server, backup_server):
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}}
+    history = [
+        {"role": "user", "content": "Plot it."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "plot", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": [image]},
+    ]
+    mock_server.push_text("A chart.", wire="anthropic")
+    client = failover.Client({"gpt": openai(backup_server), "claude": anthropic(mock_server)})
+    r = client.prompt(history)
+    assert r.provider == "claude" and backup_server.requests == []
+    assert "tool results as text only" in (r.attempts[0].skipped or "")
+    sent = mock_server.requests[0].json
+    assert_anthropic_valid(sent)
+    assert sent["messages"][2]["content"][0]["content"][0]["source"]["type"] == "url"
+
+
+def test_an_image_in_a_system_message_is_refused_everywhere(mock_server):
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/logo.png"}}
+    with pytest.raises(failover.ConfigurationError, match="text only"):
+        failover.Client({"g": openai(mock_server)}).prompt(
+            [{"role": "system", "content": [image]}, {"role": "user", "content": "Hi"}]
+        )

@@ -246,3 +246,11 @@ def _deadline_error(
         error.__cause__ = cause
         error.retry_after = cause.retry_after
     return error
+
+
+def _unserved_error(message: str, attempts: list[Any]) -> ConfigurationError:
+    """Called by the native module when no provider in the chain can serve
+    the call (a feature none of their wires can express): nothing was sent."""
+    error = ConfigurationError(message)
+    error.attempts = _attempts(attempts)
+    return error

@@ -163,6 +163,11 @@ fn parse_message(message: &Value) -> Result<Message, String> {
             ))
         }
     };
+    if matches!(role, Role::System | Role::Developer)
+        && parts.iter().any(|p| matches!(p, Part::Image(_)))
+    {
+        return Err(format!("a {role_name} message takes text only, not images"));
+    }
     let provider_data = match fields.get("provider_data") {
         Some(data @ Value::Object(_)) if role == Role::Assistant => Some(data.clone()),
         Some(Value::Null) | None => None,

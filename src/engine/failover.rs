@@ -12,6 +12,10 @@ use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 #[derive(Clone, Copy, Debug)]
 pub struct ProviderSlot<'a> {
     pub overloaded_statuses: &'a [u16],
+    /// Why this provider cannot serve the call (its wire cannot express a
+    /// feature the call uses): skipped, recorded in the attempts, never
+    /// called, and not counted as a provider left to fail over to.
+    pub unable: Option<&'a str>,
 }
 
 /// Everything the loop needs to know about one call.
@@ -39,6 +43,21 @@ pub struct AttemptRecord {
     pub waited: Duration,
     /// Wall time the attempt took (reporting only; no decision uses it).
     pub duration: Duration,
+    /// Why the provider was skipped instead of called (no HTTP attempt).
+    pub skipped: Option<String>,
+}
+
+impl AttemptRecord {
+    fn skipped(provider: usize, why: &str) -> Self {
+        Self {
+            provider,
+            status: None,
+            kind: None,
+            waited: Duration::ZERO,
+            duration: Duration::ZERO,
+            skipped: Some(why.to_string()),
+        }
+    }
 }
 
 /// What a successful attempt reports about itself.
@@ -69,6 +88,9 @@ pub struct ProviderFailure {
 pub enum CallError {
     /// The error of the provider the call ended on.
     Provider(ProviderFailure),
+    /// No provider in the chain can serve the call (see
+    /// [`ProviderSlot::unable`]); nothing was sent.
+    Unserved,
     /// The deadline left no time to start an attempt, or cut one short.
     /// `last` is the provider error seen before it, if any.
     Deadline {
@@ -143,9 +165,24 @@ where
         reason,
     };
     let deadline = spec.deadline.unwrap_or_default();
+    let next_able = |from: usize| (from..count).find(|&i| spec.providers[i].unable.is_none());
+    if next_able(0).is_none() && count > 0 {
+        for (index, slot) in spec.providers.iter().enumerate() {
+            attempts.push(AttemptRecord::skipped(
+                index,
+                slot.unable.unwrap_or_default(),
+            ));
+        }
+        let reason = "no provider in the chain can serve the call".to_string();
+        return Err(fail(CallError::Unserved, attempts, reason));
+    }
 
     for (index, slot) in spec.providers.iter().enumerate() {
-        let is_last = index + 1 == count;
+        if let Some(why) = slot.unable {
+            attempts.push(AttemptRecord::skipped(index, why));
+            continue;
+        }
+        let is_last = next_able(index + 1).is_none();
         let mut retries_done = 0u32;
         let mut waited = Duration::ZERO;
         loop {
@@ -169,6 +206,7 @@ where
                         kind: None,
                         waited,
                         duration,
+                        skipped: None,
                     });
                     return Ok(Success {
                         value,
@@ -184,6 +222,7 @@ where
                 kind: Some(failure.kind),
                 waited,
                 duration,
+                skipped: None,
             });
             let situation = Situation::new(
                 &failure,
@@ -242,7 +281,7 @@ where
                 on_event(Event::FailedOver {
                     call_id: spec.call_id.to_string(),
                     left: left.clone(),
-                    to_provider: index + 1,
+                    to_provider: next_able(index + 1).unwrap_or(index + 1),
                     reason,
                 });
                 last = Some(left);
@@ -286,6 +325,7 @@ mod tests {
         (0..n)
             .map(|_| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
+                unable: None,
             })
             .collect()
     }
@@ -468,6 +508,84 @@ mod tests {
             );
             assert_eq!(o.calls.len(), 1, "the second provider is never called");
         }
+    }
+
+    #[test]
+    fn a_provider_that_cannot_serve_the_call_is_skipped_not_called() {
+        let clock = ManualClock::new();
+        let mut three = slots(3);
+        three[1].unable = Some("its wire takes no image here");
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &three,
+            policy: &policy,
+            attempt_timeout: secs(60.0),
+            deadline: None,
+        };
+        let mut called = Vec::new();
+        let mut events = Vec::new();
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |e| events.push(e),
+            |provider, _| {
+                called.push(provider);
+                let out = if provider == 0 {
+                    rate_limited("300")
+                } else {
+                    Ok("c")
+                };
+                async move { out }
+            },
+        ))
+        .unwrap();
+        let ok = result.unwrap();
+        assert_eq!((ok.provider, called), (2, vec![0, 2]));
+        assert_eq!(
+            ok.attempts[1].skipped.as_deref(),
+            Some("its wire takes no image here")
+        );
+        assert_eq!(
+            failed_over(&events),
+            vec![(0, 2)],
+            "FailedOver names the next able one"
+        );
+        // When only unable providers remain, the one before them is the last.
+        let mut two = slots(2);
+        two[1].unable = Some("no");
+        let spec = CallSpec {
+            providers: &two,
+            ..spec.clone()
+        };
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |_, _| async { rate_limited("300") },
+        ))
+        .unwrap();
+        assert!(matches!(result.unwrap_err().error, CallError::Provider(p) if p.provider == 0));
+        // None able: nothing is sent.
+        let mut one = slots(1);
+        one[0].unable = Some("no");
+        let spec = CallSpec {
+            providers: &one,
+            ..spec
+        };
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |_, _| async { Ok("never") },
+        ))
+        .unwrap();
+        let e = result.unwrap_err();
+        assert_eq!(e.error, CallError::Unserved);
+        assert_eq!(e.attempts[0].skipped.as_deref(), Some("no"));
     }
 
     #[test]

@@ -173,6 +173,19 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     ("/messages".into(), Value::Object(body), headers)
 }
 
+/// Why the Messages API cannot take this call, if it cannot.
+pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+    let first = request
+        .messages
+        .iter()
+        .find(|m| !matches!(m.role, Role::System | Role::Developer));
+    match first.map(|m| m.role) {
+        None => Some("Anthropic needs a user message, not only system messages".into()),
+        Some(Role::User) => None,
+        Some(_) => Some("Anthropic needs the conversation to start with a user message".into()),
+    }
+}
+
 /// After `params` are merged: Anthropic with thinking on requires the last
 /// assistant turn that called tools to start with its signed thinking
 /// block. A turn another provider wrote (a failover mid-loop) has none, so

@@ -198,6 +198,17 @@ fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
     }
 }
 
+/// Why `provider`'s wire cannot express `request` (a feature it lacks), if
+/// it cannot: the provider is skipped rather than sent a request it would
+/// refuse.
+pub fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+    let why = match provider.wire {
+        Wire::OpenAI => openai::unable(request),
+        Wire::Anthropic => anthropic::unable(request),
+    }?;
+    Some(format!("{} cannot serve this call: {why}", provider.name))
+}
+
 /// `request` with `key` in the header the wire carries it in.
 pub fn authorize(
     provider: &ProviderConfig,

@@ -87,6 +87,15 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     ("/chat/completions".into(), Value::Object(body), Vec::new())
 }
 
+/// Why Chat Completions cannot take this call, if it cannot.
+pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+    request
+        .messages
+        .iter()
+        .any(|m| m.role == Role::Tool && m.parts.iter().any(|p| matches!(p, Part::Image(_))))
+        .then(|| "Chat Completions takes tool results as text only, and one holds an image".into())
+}
+
 fn message(m: &Message) -> Value {
     let role = match m.role {
         Role::System => "system",

@@ -386,10 +386,16 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     } = call;
     let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
     let keys: Vec<&KeySource> = chain.iter().map(|&i| &inner.keys[i]).collect();
+    let unable: Vec<Option<String>> = configs
+        .iter()
+        .map(|c| providers::unable(c, &request))
+        .collect();
     let slots: Vec<ProviderSlot> = configs
         .iter()
-        .map(|c| ProviderSlot {
+        .zip(&unable)
+        .map(|(c, why)| ProviderSlot {
             overloaded_statuses: &c.overloaded_statuses,
+            unable: why.as_deref(),
         })
         .collect();
     let call_id = new_call_id();

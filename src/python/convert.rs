@@ -133,6 +133,16 @@ pub fn call_error(
     let attempts = attempts_list(py, &failure.attempts, configs)?;
     match &failure.error {
         CallError::Provider(failed) => provider_error(py, failed, configs, Some(attempts)),
+        CallError::Unserved => {
+            let reasons: Vec<&str> = failure
+                .attempts
+                .iter()
+                .filter_map(|a| a.skipped.as_deref())
+                .collect();
+            let message = format!("no provider can serve this call: {}", reasons.join("; "));
+            let build = exceptions_attr(py, "_unserved_error")?;
+            Ok(build.call1((message, attempts))?.unbind())
+        }
         CallError::Deadline { deadline, last } => {
             let cause = last
                 .as_ref()

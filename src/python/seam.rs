@@ -202,7 +202,7 @@ pub fn attempts_list(
             kind: a.kind.map(|k| PyString::intern(py, k.as_str()).unbind()),
             waited: a.waited.as_secs_f64(),
             duration: a.duration.as_secs_f64(),
-            skipped: None,
+            skipped: a.skipped.clone(),
         })
         .collect::<Vec<_>>();
     Ok(PyList::new(py, items)?.unbind())
