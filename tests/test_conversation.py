@@ -605,3 +605,29 @@ def test_an_image_in_a_system_message_is_refused_everywhere(mock_server):
         failover.Client({"g": openai(mock_server)}).prompt(
             [{"role": "system", "content": [image]}, {"role": "user", "content": "Hi"}]
         )
+
+
+def test_a_failed_tool_result_and_forced_tools_with_thinking_on_anthropic(mock_server):
+    mock_server.push_text("Sorry.", wire="anthropic")
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+            "provider_data": {
+                "anthropic": {"blocks": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+            },
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "timeout", "is_error": True},
+    ]
+    provider = anthropic(
+        mock_server, params={"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    )
+    failover.Client({"c": provider}).prompt(history, tools=[WEATHER], tool_choice="required")
+    sent = mock_server.requests[0].json
+    assert_anthropic_valid(sent)
+    assert sent["messages"][2]["content"][0]["is_error"] is True
+    assert "thinking" not in sent, "thinking may not be on while a tool is forced"

@@ -45,6 +45,9 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     /// A participant's name (OpenAI's `name`), passed on where a wire has it.
     pub name: Option<String>,
+    /// A tool message reporting that the call failed (`"is_error": true`),
+    /// for wires that can say so (Anthropic's `tool_result.is_error`).
+    pub is_error: bool,
     /// An assistant's opaque extras for the wire that wrote them (Anthropic's
     /// signed thinking blocks under `"anthropic"`): re-sent to that wire,
     /// dropped on others.
@@ -177,12 +180,14 @@ fn parse_message(message: &Value) -> Result<Message, String> {
         .get("name")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let is_error = role == Role::Tool && fields.get("is_error") == Some(&Value::Bool(true));
     Ok(Message {
         role,
         parts,
         tool_calls,
         tool_call_id,
         name,
+        is_error,
         provider_data,
     })
 }

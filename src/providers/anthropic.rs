@@ -44,6 +44,9 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
             Role::Tool => {
                 let id = tool_id(m.tool_call_id.as_deref().unwrap_or(""));
                 let mut result = json!({"type": "tool_result", "tool_use_id": id});
+                if m.is_error {
+                    result["is_error"] = Value::Bool(true);
+                }
                 // A command with no output is a result without content: an
                 // empty text block is refused.
                 let content = parts(&m.parts);
@@ -192,6 +195,16 @@ pub(super) fn unable(request: &ChatRequest) -> Option<String> {
 /// thinking is left off for this request rather than the call refused.
 pub(super) fn reconcile_thinking(body: &mut Map<String, Value>, request: &ChatRequest) {
     if !body.contains_key("thinking") {
+        return;
+    }
+    // Thinking may not be on while tool_choice forces a tool: the caller's
+    // explicit choice for this call wins over the provider's standing params.
+    if matches!(
+        request.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Named(_))
+    ) && !request.tools.is_empty()
+    {
+        body.remove("thinking");
         return;
     }
     let last_tool_turn = request
