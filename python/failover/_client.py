@@ -400,7 +400,10 @@ class Client:
         if tool_choice is not None and args.tools is None and tool_choice != "none":
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
-        _extra_options(args, **extra)
+        if any(value is not None for value in extra.values()):
+            _extra_options(args, **extra)
+        else:
+            args.response_format = args.stop = args.top_p = args.seed = args.headers = None
         if args.seed is not None:
             _note_dropped_seed([self._providers[self._names[i]] for i in chain])
         if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):

@@ -146,7 +146,11 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
         }
     }
     let mut secrets = secret_values(&secret_headers);
-    add_secrets(&mut secrets, &url_secrets(&provider.base_url));
+    if provider.base_url.contains('@') || provider.base_url.contains('?') {
+        // Only a user part or a query can hold a credential (checked only
+        // then: parsing the URL for every call would cost more than the rest).
+        add_secrets(&mut secrets, &url_secrets(&provider.base_url));
+    }
     HttpRequest {
         url: endpoint_url(&provider.base_url, &path),
         headers,
