@@ -6,6 +6,7 @@ never waits longer than the caller allowed. The engine is Rust; sync and
 async calls run the same engine future.
 """
 
+from ._attempt import Attempt
 from ._client import Client
 from ._events import CallFailed, FailedOver, RetryScheduled
 from ._exceptions import (
@@ -26,7 +27,7 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._hints import retry_after
-from ._models import Attempt, Response, Tool, ToolCall, Usage
+from ._models import Response, Tool, ToolCall, Usage
 from ._native import __version__
 from ._policy import Backoff, RetryPolicy
 from ._providers import Anthropic, OpenAI, OpenAICompatible, Provider

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
+from ._attempt import Attempt
 from ._exceptions import FailoverError, ProviderError
-from ._models import Attempt
 from ._record import Record
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ._models import Attempt, _attempts
+from ._attempt import Attempt, _attempts
 
 __all__ = [
     "AuthenticationError",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ._attempt import Attempt, _attempts
+from ._exceptions import ConfigurationError
 from ._record import Record
 
 _set = object.__setattr__  # Records refuse setattr once built
@@ -42,40 +44,6 @@ class Usage(Record):
         _set(self, "reasoning_tokens", reasoning_tokens)
 
 
-class Attempt(Record):
-    """One HTTP attempt of a call (or one provider skipped, with the reason).
-
-    ``kind`` is the error kind (``"rate_limited"``, ...), ``None`` for the
-    success; ``waited`` the seconds slept before it; ``duration`` the seconds
-    it took.
-    """
-
-    __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
-    provider: str
-    status: Optional[int]
-    kind: Optional[str]
-    waited: float
-    duration: float
-    skipped: Optional[str]
-
-    def __init__(
-        self,
-        provider: str,
-        status: Optional[int],
-        kind: Optional[str],
-        waited: float,
-        duration: float,
-        skipped: Optional[str] = None,
-    ) -> None:
-        # Built for every attempt of every call: see Usage.
-        _set(self, "provider", provider)
-        _set(self, "status", status)
-        _set(self, "kind", kind)
-        _set(self, "waited", waited)
-        _set(self, "duration", duration)
-        _set(self, "skipped", skipped)
-
-
 class Tool(Record):
     """A tool the model may call: ``parameters`` is a JSON schema of its
     arguments (an object schema; ``None``: no arguments)."""
@@ -91,8 +59,6 @@ class Tool(Record):
         description: Optional[str] = None,
         parameters: Optional[dict[str, Any]] = None,
     ) -> None:
-        from ._exceptions import ConfigurationError
-
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
         if description is not None and not isinstance(description, str):
@@ -144,13 +110,6 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
             arguments = None
         calls.append(ToolCall(c.id, c.name, arguments, c.arguments_json))
     return tuple(calls)
-
-
-def _attempts(raw: Any) -> tuple[Attempt, ...]:
-    """``_native.AttemptData`` objects -> ``Attempt`` values."""
-    return tuple(
-        Attempt(a.provider, a.status, a.kind, a.waited, a.duration, a.skipped) for a in raw
-    )
 
 
 class Response:
