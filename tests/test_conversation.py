@@ -19,6 +19,14 @@ WEATHER = failover.Tool(
 )
 
 
+def _assistant_call(
+    call_id: str, name: str, arguments: str = "{}", content: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """An assistant turn in the history that made one call, OpenAI-style."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"role": "assistant", "content": content, "tool_calls": [call], **extra}
+
+
 def _openai_tool_call(call_id: str, city: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-tools",
@@ -217,19 +225,7 @@ def test_a_developer_message_is_anthropics_system(mock_server):
     [
         ([{"role": "tool", "content": "42"}], {}, "tool_call_id"),
         (
-            [
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": "c",
-                            "type": "function",
-                            "function": {"name": "f", "arguments": "{x"},
-                        }
-                    ],
-                }
-            ],
+            [_assistant_call("c", "f", "{x")],
             {},
             "not JSON",
         ),
@@ -465,13 +461,7 @@ def test_a_closing_call_without_tools_still_declares_the_historys_tools(mock_ser
     mock_server.push_text("Sunny, 21 C.", wire="anthropic")
     history = [
         {"role": "user", "content": "Weather?"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
-            ],
-        },
+        _assistant_call("t1", "weather", content=""),
         {"role": "tool", "tool_call_id": "t1", "content": "sunny"},
         {"role": "assistant", "content": "Summary: "},
     ]
@@ -528,15 +518,7 @@ def test_anthropic_structured_output_closes_every_object(mock_server):
 
 @pytest.mark.parametrize(("arguments", "why"), [("[1, 2]", "JSON object"), ("{x", "not JSON")])
 def test_history_arguments_must_be_a_json_object(mock_server, arguments, why):
-    history = [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
-            ],
-        }
-    ]
+    history = [_assistant_call("c", "f", arguments)]
     with pytest.raises(failover.ConfigurationError, match=why):
         failover.Client({"c": anthropic(mock_server)}).prompt(history)
     assert mock_server.requests == []
@@ -580,13 +562,7 @@ def test_an_image_in_a_tool_result_skips_chat_completions(mock_server, backup_se
     image = {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}}
     history = [
         {"role": "user", "content": "Plot it."},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "t1", "type": "function", "function": {"name": "plot", "arguments": "{}"}}
-            ],
-        },
+        _assistant_call("t1", "plot"),
         {"role": "tool", "tool_call_id": "t1", "content": [image]},
     ]
     mock_server.push_text("A chart.", wire="anthropic")
@@ -611,16 +587,13 @@ def test_a_failed_tool_result_and_forced_tools_with_thinking_on_anthropic(mock_s
     mock_server.push_text("Sorry.", wire="anthropic")
     history = [
         {"role": "user", "content": "Weather?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
-            ],
-            "provider_data": {
+        _assistant_call(
+            "t1",
+            "weather",
+            provider_data={
                 "anthropic": {"blocks": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
             },
-        },
+        ),
         {"role": "tool", "tool_call_id": "t1", "content": "timeout", "is_error": True},
     ]
     provider = anthropic(

@@ -132,7 +132,6 @@ def _tools(tools: object) -> Optional[list[dict[str, Any]]]:
 
 def _extra_options(
     args: CallArgs,
-    *,
     response_format: object,
     stop: object,
     top_p: object,
@@ -140,6 +139,13 @@ def _extra_options(
     headers: object,
 ) -> None:
     """The per-call request options, checked before they cross."""
+    if response_format is None and stop is None and top_p is None and seed is None:
+        # The usual call: nothing to check (headers below are cheap when None).
+        args.response_format = args.stop = args.top_p = args.seed = None
+        args.headers = None
+        if headers is not None:
+            args.headers = list(_checked_headers("headers=", headers).items()) or None
+        return
     if response_format is not None and not isinstance(response_format, Mapping):
         raise ConfigurationError(
             'response_format must be {"type": "json_object"} or '
@@ -330,7 +336,11 @@ class Client:
         temperature: Optional[float],
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
         tool_choice: Optional[str],
-        extra: dict[str, Any],
+        response_format: Optional[Mapping[str, Any]],
+        stop: Union[str, Sequence[str], None],
+        top_p: Optional[float],
+        seed: Optional[int],
+        headers: Optional[Mapping[str, str]],
         is_async: bool,
     ) -> CallArgs:
         if provider is None:
@@ -400,10 +410,7 @@ class Client:
         if tool_choice is not None and args.tools is None and tool_choice != "none":
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
-        if any(value is not None for value in extra.values()):
-            _extra_options(args, **extra)
-        else:
-            args.response_format = args.stop = args.top_p = args.seed = args.headers = None
+        _extra_options(args, response_format, stop, top_p, seed, headers)
         if args.seed is not None:
             _note_dropped_seed([self._providers[self._names[i]] for i in chain])
         if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
@@ -449,13 +456,11 @@ class Client:
             temperature,
             tools,
             tool_choice,
-            {
-                "response_format": response_format,
-                "stop": stop,
-                "top_p": top_p,
-                "seed": seed,
-                "headers": headers,
-            },
+            response_format,
+            stop,
+            top_p,
+            seed,
+            headers,
             is_async=False,
         )
         return Response(self._native.prompt(args))
@@ -494,13 +499,11 @@ class Client:
             temperature,
             tools,
             tool_choice,
-            {
-                "response_format": response_format,
-                "stop": stop,
-                "top_p": top_p,
-                "seed": seed,
-                "headers": headers,
-            },
+            response_format,
+            stop,
+            top_p,
+            seed,
+            headers,
             is_async=True,
         )
         _quiesce_at_exit()

@@ -131,7 +131,7 @@ class Provider:
         if (
             key is not None
             or any(map(_native.is_credential_header, self.headers))
-            or _has_userinfo(self.base_url)
+            or _url_has_credentials(self.base_url)
         ):
             self._check_secure(name)
         return key
@@ -214,20 +214,22 @@ def _url_problem(url: str) -> Optional[str]:
         return "it holds characters that are not valid Unicode"
 
 
-def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool, bool]]:
+def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool]]:
     """``url`` as the transport reads it (scheme, host, port, path, has a
-    query, has a user part), or ``None``: never another parser's reading."""
+    query), or ``None``: never another parser's reading."""
     try:
         return _native.url_parts(url)
     except UnicodeEncodeError:
         return None
 
 
-def _has_userinfo(url: str) -> bool:
+def _url_has_credentials(url: str) -> bool:
     """Whether the URL itself carries a credential: a user part, or a
     credential-named query value (``?key=``, ``?sig=``)."""
-    parts = _url_parts(url)
-    return parts is None or parts[5] or _native.url_has_credentials(url)
+    try:
+        return _native.url_has_credentials(url)
+    except UnicodeEncodeError:
+        return True  # unreadable: treated as the worst case
 
 
 def _checked_url(owner: str, url: str) -> str:
@@ -249,7 +251,7 @@ def _display_url(url: str) -> str:
     parts = _url_parts(url)
     if parts is None:
         return "<a URL that does not parse>"
-    scheme, host, port, path, has_query, _ = parts
+    scheme, host, port, path, has_query = parts
     netloc = host if port is None else f"{host}:{port}"
     return f"{scheme}://{netloc}{'' if path == '/' else path}{'?...' if has_query else ''}"
 

@@ -100,11 +100,6 @@ pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, String> {
         .collect()
 }
 
-/// Checks a conversation without keeping it.
-pub fn check_messages(messages: &[Value]) -> Result<(), String> {
-    parse_messages(messages).map(drop)
-}
-
 fn parse_message(message: &Value) -> Result<Message, String> {
     let Value::Object(fields) = message else {
         return Err("a message must be a dict with a 'role' and 'content'".into());
@@ -396,7 +391,7 @@ mod tests {
     use serde_json::json;
 
     fn check(messages: Value) -> Result<(), String> {
-        check_messages(messages.as_array().unwrap())
+        parse_messages(messages.as_array().unwrap()).map(drop)
     }
 
     #[test]

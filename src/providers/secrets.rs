@@ -78,6 +78,9 @@ pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
 /// Adds `more` to `secrets`, keeping them unique and longest first (so a
 /// whole value is replaced before any part of it).
 pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
+    if more.is_empty() {
+        return;
+    }
     for secret in more {
         if !secret.is_empty() && !secrets.contains(secret) {
             secrets.push(secret.clone());

@@ -82,6 +82,7 @@ impl NativeClient {
     #[new]
     #[pyo3(signature = (*, providers, transport, emit))]
     fn new(
+        py: Python<'_>,
         providers: Vec<ProviderSpec<'_>>,
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
@@ -92,17 +93,19 @@ impl NativeClient {
             let wire = Wire::parse(&spec.wire).ok_or_else(|| {
                 configuration_error(format!("unknown wire format {:?}", spec.wire))
             })?;
-            let (api_key, source) = Python::attach(|py| match spec.api_key {
-                None => Ok((None, KeySource::Fixed)),
+            let (api_key, source) = match spec.api_key {
+                None => (None, KeySource::Fixed),
                 Some(key) => match key.bind(py).cast::<PyString>() {
-                    Ok(text) => Ok((Some(text.to_cow()?.into_owned()), KeySource::Fixed)),
-                    Err(_) if key.bind(py).is_callable() => Ok((None, KeySource::Callable(key))),
-                    Err(_) => Err(configuration_error(format!(
-                        "provider {:?}: api_key must be a str or a callable returning one",
-                        spec.name
-                    ))),
+                    Ok(text) => (Some(text.to_cow()?.into_owned()), KeySource::Fixed),
+                    Err(_) if key.bind(py).is_callable() => (None, KeySource::Callable(key)),
+                    Err(_) => {
+                        return Err(configuration_error(format!(
+                            "provider {:?}: api_key must be a str or a callable returning one",
+                            spec.name
+                        )))
+                    }
                 },
-            })?;
+            };
             let params = match &spec.params {
                 None => None,
                 Some(params) => match json_from(params)? {

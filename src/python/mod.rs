@@ -60,23 +60,21 @@ fn check_base_url(url: &str) -> Option<String> {
 }
 
 /// A URL as the transport reads it: `(scheme, host, port, path, has a
-/// query, has a user part)`, or `None` when it does not parse. Python
+/// query)`, or `None` when it does not parse. Python
 /// decides what is safe and what to show from this, never from another
 /// parser's reading of the same text.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-fn url_parts(url: &str) -> Option<(String, String, Option<u16>, String, bool, bool)> {
+fn url_parts(url: &str) -> Option<(String, String, Option<u16>, String, bool)> {
     let u = reqwest::Url::parse(url).ok()?;
     // host_str brackets an IPv6 address: "[::1]".
     let host = u.host_str().filter(|h| !h.is_empty())?.to_string();
-    let has_user = !u.username().is_empty() || u.password().is_some();
     Some((
         u.scheme().to_string(),
         host,
         u.port(),
         u.path().to_string(),
         u.query().is_some(),
-        has_user,
     ))
 }
 
