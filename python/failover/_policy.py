@@ -196,10 +196,9 @@ class RetryPolicy(Record):
             f"stop_on={_set_repr(self.stop_on)})"
         )
 
-    def _key(self) -> tuple[Any, ...]:
+    def _args(self) -> tuple[Any, ...]:
+        """What ``RetryPolicy(...)`` takes, in its order."""
         return (
-            self._preset,
-            self._max_interval,
             self.max_retries,
             self.max_retries_last,
             self.max_retry_after,
@@ -207,6 +206,9 @@ class RetryPolicy(Record):
             self.backoff,
             self.stop_on,
         )
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self._preset, self._max_interval, *self._args())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RetryPolicy) and self._key() == other._key()
@@ -217,15 +219,7 @@ class RetryPolicy(Record):
     def __reduce__(self) -> tuple[Any, ...]:
         if self._preset != "default":
             return (RetryPolicy._make_preset, (self._preset, self._max_interval))
-        args = (
-            self.max_retries,
-            self.max_retries_last,
-            self.max_retry_after,
-            self.max_retry_after_last,
-            self.backoff,
-            self.stop_on,
-        )
-        return (RetryPolicy, args)
+        return (RetryPolicy, self._args())
 
 
 def _set_repr(kinds: frozenset[str]) -> str:
