@@ -79,6 +79,23 @@ pub struct Tool {
     pub strict: Option<bool>,
 }
 
+impl Tool {
+    /// The tool as a JSON object, its schema under `schema_key` (the one
+    /// field whose name the wires disagree on: `parameters`, `input_schema`).
+    pub fn fields(&self, schema_key: &str) -> serde_json::Map<String, Value> {
+        let mut fields = serde_json::Map::new();
+        fields.insert("name".into(), Value::from(self.name.as_str()));
+        if let Some(description) = &self.description {
+            fields.insert("description".into(), Value::from(description.as_str()));
+        }
+        fields.insert(schema_key.into(), self.parameters.clone());
+        if let Some(strict) = self.strict {
+            fields.insert("strict".into(), Value::from(strict));
+        }
+        fields
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolChoice {
     Auto,

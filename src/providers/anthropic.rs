@@ -123,18 +123,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         let tools = request
             .tools
             .iter()
-            .map(|t| {
-                let mut tool = Map::new();
-                tool.insert("name".into(), Value::from(t.name.as_str()));
-                if let Some(d) = &t.description {
-                    tool.insert("description".into(), Value::from(d.as_str()));
-                }
-                tool.insert("input_schema".into(), t.parameters.clone());
-                if let Some(strict) = t.strict {
-                    tool.insert("strict".into(), Value::from(strict));
-                }
-                Value::Object(tool)
-            })
+            .map(|t| Value::Object(t.fields("input_schema")))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }

@@ -174,32 +174,26 @@ const PROTECTED_FIELDS: [&str; 6] = [
 /// Deep-merges a provider's `params` into a request body: objects key by
 /// key, anything else replaced; the conversation and mode fields kept.
 fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
-    fn merge(into: &mut Value, from: &Value) {
-        match (into, from) {
-            (Value::Object(into), Value::Object(from)) => {
-                for (key, value) in from {
-                    match into.get_mut(key) {
-                        Some(existing) => merge(existing, value),
-                        None => {
-                            into.insert(key.clone(), value.clone());
-                        }
-                    }
+    /// `from`'s fields into `into`, objects merged key by key.
+    fn merge_fields<'a>(
+        into: &mut Map<String, Value>,
+        from: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    ) {
+        for (key, value) in from {
+            match (into.get_mut(key), value) {
+                (Some(Value::Object(existing)), Value::Object(fields)) => {
+                    merge_fields(existing, fields)
+                }
+                _ => {
+                    into.insert(key.clone(), value.clone());
                 }
             }
-            (into, from) => *into = from.clone(),
         }
     }
-    for (key, value) in params {
-        if PROTECTED_FIELDS.contains(&key.as_str()) {
-            continue;
-        }
-        match body.get_mut(key) {
-            Some(existing) => merge(existing, value),
-            None => {
-                body.insert(key.clone(), value.clone());
-            }
-        }
-    }
+    let allowed = params
+        .iter()
+        .filter(|(key, _)| !PROTECTED_FIELDS.contains(&key.as_str()));
+    merge_fields(body, allowed);
 }
 
 /// Why `provider`'s wire cannot express `request` (a feature it lacks), if

@@ -29,18 +29,7 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
         let tools = request
             .tools
             .iter()
-            .map(|t| {
-                let mut function = Map::new();
-                function.insert("name".into(), Value::from(t.name.as_str()));
-                if let Some(d) = &t.description {
-                    function.insert("description".into(), Value::from(d.as_str()));
-                }
-                function.insert("parameters".into(), t.parameters.clone());
-                if let Some(strict) = t.strict {
-                    function.insert("strict".into(), Value::from(strict));
-                }
-                json!({"type": "function", "function": function})
-            })
+            .map(|t| json!({"type": "function", "function": t.fields("parameters")}))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
