@@ -390,16 +390,12 @@ mod tests {
         let mut headers = Headers::new();
         headers.push("request-id", "req_abc");
         let p = provider(Wire::Anthropic);
-        let r = parse_response(
-            &p,
-            &super::super::tests::sent(&p),
-            HttpResponse {
-                status: 200,
-                headers,
-                body: body.to_vec(),
-            },
-        )
-        .unwrap();
+        let response = HttpResponse {
+            status: 200,
+            headers,
+            body: body.to_vec(),
+        };
+        let r = parse_response(&p, &super::super::tests::sent(&p), response).unwrap();
         assert_eq!(r.text, "Hello there");
         assert_eq!(
             r.finish_reason.as_deref(),

@@ -407,6 +407,16 @@ mod tests {
         )
     }
 
+    /// `p`'s parse of a 200 with `body`, as an answer to its usual request.
+    pub(super) fn answer(p: &ProviderConfig, body: &[u8]) -> Result<ChatResponse, Failure> {
+        let response = HttpResponse {
+            status: 200,
+            headers: Headers::new(),
+            body: body.to_vec(),
+        };
+        parse_response(p, &sent(p), response)
+    }
+
     fn response(status: u16, body: &[u8]) -> HttpResponse {
         let mut headers = Headers::new();
         headers.push("x-request-id", "req-1");

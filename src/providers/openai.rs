@@ -243,16 +243,7 @@ mod tests {
         let body = br#"{"id":"chatcmpl-1","model":"gpt-4.1-nano-2025-04-14","choices":[{"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}],
             "usage":{"prompt_tokens":14,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":3,"cache_write_tokens":1},"completion_tokens_details":{"reasoning_tokens":2}}}"#;
         let p = provider(Wire::OpenAI);
-        let r = parse_response(
-            &p,
-            &super::super::tests::sent(&p),
-            HttpResponse {
-                status: 200,
-                headers: Headers::new(),
-                body: body.to_vec(),
-            },
-        )
-        .unwrap();
+        let r = super::super::tests::answer(&p, body).unwrap();
         assert_eq!(r.text, "4");
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
         assert_eq!(r.model.as_deref(), Some("gpt-4.1-nano-2025-04-14"));
@@ -296,16 +287,7 @@ mod tests {
         );
         let answer = br#"{"model":"gpt-4.1","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
             "tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Paris\"}"}}]}}]}"#;
-        let r = parse_response(
-            &p,
-            &super::super::tests::sent(&p),
-            HttpResponse {
-                status: 200,
-                headers: Headers::new(),
-                body: answer.to_vec(),
-            },
-        )
-        .unwrap();
+        let r = super::super::tests::answer(&p, answer).unwrap();
         assert_eq!(
             (r.text.as_str(), r.finish_reason.as_deref()),
             ("", Some("tool_calls"))
