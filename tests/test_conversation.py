@@ -233,6 +233,16 @@ def test_a_developer_message_is_anthropics_system(mock_server):
         ("Hi", {"tools": [WEATHER], "tool_choice": "forecast"}, "tool_choice"),
         ("Hi", {"tool_choice": "required"}, "needs tools="),
         ("Hi", {"tools": "weather"}, "tools must be a list"),
+        ("Hi", {"tools": [failover.Tool(name="a b!")]}, "tool name"),
+        (
+            [
+                {"role": "user", "content": "x"},
+                _assistant_call("c", "t"),
+                {"role": "tool", "tool_call_id": "c", "content": "r", "is_error": "yes"},
+            ],
+            {},
+            "is_error",
+        ),
     ],
 )
 def test_conversation_mistakes_are_caught_before_any_request(

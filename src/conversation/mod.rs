@@ -192,7 +192,12 @@ fn parse_message(message: &Value) -> Result<Message, String> {
         .get("name")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let is_error = role == Role::Tool && fields.get("is_error") == Some(&Value::Bool(true));
+    let is_error = match fields.get("is_error") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) if role == Role::Tool => *flag,
+        Some(_) if role == Role::Tool => return Err("'is_error' must be True or False".into()),
+        Some(_) => return Err("only a tool message carries 'is_error'".into()),
+    };
     Ok(Message {
         role,
         parts,
@@ -312,6 +317,15 @@ pub fn parse_tools(tools: &[Value]) -> Result<Vec<Tool>, String> {
                 ))
             }
         };
+        let valid = name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(format!(
+                "tool name {name:?}: use 1 to 64 letters, digits, '_' or '-', as providers require"
+            ));
+        }
         if ["auto", "none", "required"].contains(&name) {
             return Err(format!(
                 "a tool may not be named {name:?}: tool_choice={name:?} means something else"
@@ -483,6 +497,10 @@ mod tests {
                 json!([{"role": "tool", "content": "42"}]),
                 "needs 'tool_call_id'",
             ),
+            (
+                json!([{"role": "tool", "content": "42", "tool_call_id": "c", "is_error": "yes"}]),
+                "'is_error' must be",
+            ),
             (call("{not json"), "are not JSON"),
             (
                 json!([{"role": "assistant", "content": null, "tool_calls": []}]),
@@ -516,6 +534,8 @@ mod tests {
         );
         assert!(parse_tool_choice("c", &tools).is_err());
         assert!(parse_tools(&[json!({"name": "a"}), json!({"name": "a"})]).is_err());
+        assert!(parse_tools(&[json!({"name": "a b!"})]).is_err());
+        assert!(parse_tools(&[json!({"name": "x".repeat(65)})]).is_err());
         assert_eq!(finish_reason("end_turn"), "stop");
         assert_eq!(finish_reason("tool_use"), "tool_calls");
         assert_eq!(finish_reason("max_tokens"), "length");
