@@ -27,15 +27,30 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._hints import retry_after
-from ._models import Response, Tool, ToolCall, Usage
+from ._models import Embeddings, Response, Tool, ToolCall, Usage
 from ._native import __version__
 from ._policy import Backoff, RetryPolicy
-from ._providers import Anthropic, OpenAI, OpenAICompatible, Provider
+from ._providers import (
+    XAI,
+    Anthropic,
+    Azure,
+    DeepSeek,
+    Gemini,
+    Groq,
+    Mistral,
+    Ollama,
+    OpenAI,
+    OpenAICompatible,
+    OpenRouter,
+    Provider,
+)
 
 __all__ = [
+    "XAI",
     "Anthropic",
     "Attempt",
     "AuthenticationError",
+    "Azure",
     "Backoff",
     "BadRequest",
     "CallFailed",
@@ -43,12 +58,19 @@ __all__ = [
     "ConfigurationError",
     "ContextLengthExceeded",
     "DeadlineExceeded",
+    "DeepSeek",
+    "Embeddings",
     "FailedOver",
     "FailoverError",
+    "Gemini",
+    "Groq",
     "InsufficientCredits",
+    "Mistral",
     "ModelNotFound",
+    "Ollama",
     "OpenAI",
     "OpenAICompatible",
+    "OpenRouter",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",

@@ -9,10 +9,10 @@ from . import _native, _sleep
 from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
-from ._models import Response, Tool
+from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Provider, _checked_headers, _display_url, _url_problem
-from ._seam import CallArgs, TransportSpec
+from ._seam import CallArgs, EmbedArgs, TransportSpec
 
 #: A prompt: a string (one user message) or a list of message dicts.
 Prompt = Union[str, Sequence[Mapping[str, Any]]]
@@ -323,26 +323,18 @@ class Client:
     async def __aexit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _call_args(
+    def _common_args(
         self,
-        prompt: Prompt,
+        args: Union[CallArgs, EmbedArgs],
         provider: Union[str, Sequence[str], None],
         model: Optional[str],
         timeout: Optional[float],
         deadline: Optional[float],
         retry: Optional[RetryPolicy],
-        system: Optional[str],
-        max_tokens: Optional[int],
-        temperature: Optional[float],
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
-        tool_choice: Optional[str],
-        response_format: Optional[Mapping[str, Any]],
-        stop: Union[str, Sequence[str], None],
-        top_p: Optional[float],
-        seed: Optional[int],
-        headers: Optional[Mapping[str, str]],
         is_async: bool,
-    ) -> CallArgs:
+    ) -> None:
+        """What every call has, checked: the chain, the model, the policy,
+        the sleeper and the times."""
         if provider is None:
             chain = list(range(len(self._names)))
         else:
@@ -386,18 +378,41 @@ class Client:
             timeout = seconds("timeout", timeout, positive=True)
         if deadline is not None:
             deadline = seconds("deadline", deadline, positive=True)
-        if max_tokens is not None:
-            max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
-        if temperature is not None:
-            temperature = number("temperature", temperature, low=0.0, high=100.0)
-        args = CallArgs()
-        args.messages = _messages(prompt)
         args.chain = chain
         args.policy = policy._native()
         args.timeout = self._timeout if timeout is None else timeout
         args.deadline = self._deadline if deadline is None else deadline
         args.sleeper = sleeper
         args.model = model
+
+    def _call_args(
+        self,
+        prompt: Prompt,
+        provider: Union[str, Sequence[str], None],
+        model: Optional[str],
+        timeout: Optional[float],
+        deadline: Optional[float],
+        retry: Optional[RetryPolicy],
+        system: Optional[str],
+        max_tokens: Optional[int],
+        temperature: Optional[float],
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
+        tool_choice: Optional[str],
+        response_format: Optional[Mapping[str, Any]],
+        stop: Union[str, Sequence[str], None],
+        top_p: Optional[float],
+        seed: Optional[int],
+        headers: Optional[Mapping[str, str]],
+        is_async: bool,
+    ) -> CallArgs:
+        if max_tokens is not None:
+            max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
+        if temperature is not None:
+            temperature = number("temperature", temperature, low=0.0, high=100.0)
+        args = CallArgs()
+        self._common_args(args, provider, model, timeout, deadline, retry, is_async)
+        chain = args.chain
+        args.messages = _messages(prompt)
         args.system = system
         args.max_tokens = max_tokens
         args.temperature = temperature
@@ -508,3 +523,82 @@ class Client:
         )
         _quiesce_at_exit()
         return Response(await self._native.prompt_async(args))
+
+    def _embed_args(
+        self,
+        texts: Union[str, Sequence[str]],
+        provider: Union[str, Sequence[str], None],
+        model: Optional[str],
+        dimensions: Optional[int],
+        timeout: Optional[float],
+        deadline: Optional[float],
+        retry: Optional[RetryPolicy],
+        headers: Optional[Mapping[str, str]],
+        is_async: bool,
+    ) -> EmbedArgs:
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise ConfigurationError(
+                f"embed() takes a str or a list of str, got {type(texts).__name__}"
+            )
+        if not texts:
+            raise ConfigurationError("embed() needs at least one text")
+        if dimensions is not None:
+            dimensions = count("dimensions", dimensions, minimum=1, maximum=2**31 - 1)
+        args = EmbedArgs()
+        self._common_args(args, provider, model, timeout, deadline, retry, is_async)
+        args.texts = list(texts)
+        args.dimensions = dimensions
+        checked = _checked_headers("headers=", headers)
+        args.headers = list(checked.items()) if checked else None
+        if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
+            for i in args.chain:
+                self._providers[self._names[i]]._check_secure(self._names[i])
+        return args
+
+    def embed(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        dimensions: Optional[int] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> Embeddings:
+        """Embeds a text or a list of texts: one vector per text, in order.
+
+        The same retry and failover as ``prompt()``. Providers that cannot
+        embed (Anthropic, and presets without an embeddings API) are skipped,
+        with the reason in ``.attempts``; a chain where none can is a
+        ``ConfigurationError``. Failing over between models of different
+        dimensions is the caller's choice: ``Embeddings.model`` says which
+        answered.
+        """
+        args = self._embed_args(
+            texts, provider, model, dimensions, timeout, deadline, retry, headers, False
+        )
+        return Embeddings(self._native.embed(args))
+
+    async def embed_async(
+        self,
+        texts: Union[str, Sequence[str]],
+        *,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        dimensions: Optional[int] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> Embeddings:
+        """``embed()`` for asyncio: the same engine; cancelling the task
+        cancels the request."""
+        args = self._embed_args(
+            texts, provider, model, dimensions, timeout, deadline, retry, headers, True
+        )
+        _quiesce_at_exit()
+        return Embeddings(await self._native.embed_async(args))

@@ -209,3 +209,41 @@ class Response:
             f"Response(provider={self.provider!r}, model={self.model!r}, text={text!r}, "
             f"finish_reason={self.finish_reason!r}, attempts={len(self.attempts)})"
         )
+
+
+class Embeddings:
+    """The vectors of an ``embed()`` call, one per text in input order, with
+    where they came from. Vectors of different models differ in length and
+    meaning: ``model`` says which answered."""
+
+    __slots__ = ("attempts", "call_id", "model", "provider", "request_id", "usage", "vectors")
+
+    vectors: list[list[float]]
+    provider: str
+    """The configured name of the provider that answered."""
+    model: Optional[str]
+    """The model the provider reports, else the one asked for."""
+    usage: Usage
+    attempts: tuple[Attempt, ...]
+    request_id: Optional[str]
+    call_id: str
+
+    def __init__(self, data: Any) -> None:
+        """Built from the engine's ``_native.EmbeddingsData``."""
+        self.vectors = data.vectors
+        self.provider = data.provider
+        self.model = data.model
+        self.usage = Usage(data.input_tokens)
+        self.attempts = _attempts(data.attempts)
+        self.request_id = data.request_id
+        self.call_id = data.call_id
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def __repr__(self) -> str:
+        width = len(self.vectors[0]) if self.vectors else 0
+        return (
+            f"Embeddings(provider={self.provider!r}, model={self.model!r}, "
+            f"vectors={len(self.vectors)}x{width}, attempts={len(self.attempts)})"
+        )

@@ -4,7 +4,7 @@
 from collections.abc import Awaitable, Callable
 from typing import Any, final
 
-from ._seam import CallArgs, ProviderSpec, TransportSpec
+from ._seam import CallArgs, EmbedArgs, ProviderSpec, TransportSpec
 
 __all__ = [
     "DEFAULT_STOP_ON",
@@ -12,6 +12,7 @@ __all__ = [
     "MAX_SECONDS",
     "PROXY_VARIABLES",
     "AttemptData",
+    "EmbeddingsData",
     "NativeClient",
     "NativeMockServer",
     "NativePolicy",
@@ -122,6 +123,23 @@ class ResponseData:
     def call_id(self) -> str: ...
 
 @final
+@final
+class EmbeddingsData:
+    @property
+    def vectors(self) -> list[list[float]]: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def attempts(self) -> list[AttemptData]: ...
+    @property
+    def request_id(self) -> str | None: ...
+    @property
+    def call_id(self) -> str: ...
+
 class NativeClient:
     def __new__(
         cls,
@@ -132,6 +150,8 @@ class NativeClient:
     ) -> NativeClient: ...
     def prompt(self, args: CallArgs) -> ResponseData: ...
     def prompt_async(self, args: CallArgs) -> Awaitable[ResponseData]: ...
+    def embed(self, args: EmbedArgs) -> EmbeddingsData: ...
+    def embed_async(self, args: EmbedArgs) -> Awaitable[EmbeddingsData]: ...
     def close(self) -> None: ...
     @property
     def is_closed(self) -> bool: ...

@@ -47,8 +47,14 @@ class Provider:
     default_base_url: ClassVar[Optional[str]] = None
     env_var: ClassVar[Optional[str]] = None
     key_required: ClassVar[bool] = True
+    #: Variables read, in order, when ``env_var`` is unset.
+    env_fallbacks: ClassVar[tuple[str, ...]] = ()
     overloaded_statuses: tuple[int, ...] = DEFAULT_OVERLOADED_STATUSES
     max_tokens_field: ClassVar[str] = "max_tokens"
+    #: Whether the provider has an embeddings endpoint.
+    can_embed: ClassVar[bool] = True
+    #: The embeddings body field that carries ``dimensions``.
+    dimensions_field: ClassVar[str] = "dimensions"
 
     def __init__(
         self,
@@ -60,10 +66,22 @@ class Provider:
         allow_insecure: bool = False,
         overloaded_statuses: Optional[Sequence[int]] = None,
         params: Optional[Mapping[str, Any]] = None,
+        embedding_model: Optional[str] = None,
     ) -> None:
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"{owner} needs a model name (a str), got {model!r}")
+        if embedding_model is not None:
+            if not self.can_embed:
+                raise ConfigurationError(
+                    f"{owner} has no embeddings API: embedding_model= has nothing to name"
+                )
+            if not isinstance(embedding_model, str) or not embedding_model.strip():
+                raise ConfigurationError(
+                    f"{owner} embedding_model must be a model name (a non-empty str), "
+                    f"got {embedding_model!r}"
+                )
+        self.embedding_model = embedding_model
         url = base_url if base_url is not None else self.default_base_url
         if not isinstance(url, str) or not url:
             raise ConfigurationError(f"{owner} needs a base_url (a str)")
@@ -116,6 +134,8 @@ class Provider:
             return key
         if key is None and self._env_var:
             key = os.environ.get(self._env_var) or None
+            for fallback in self.env_fallbacks if self._env_var == self.env_var else ():
+                key = key or os.environ.get(fallback) or None
         if key is not None:
             # Keys read from files and variables often end in a newline.
             key = key.strip()
@@ -154,6 +174,10 @@ class Provider:
             overloaded_statuses=list(self.overloaded_statuses),
             max_tokens_field=self.max_tokens_field,
             params=self.params,
+            embedding_model=self.embedding_model,
+            embeds=self.can_embed,
+            dimensions_field=self.dimensions_field,
+            entra_token=False,
         )
 
     def __repr__(self) -> str:
@@ -289,6 +313,133 @@ class Anthropic(Provider):
     default_base_url = "https://api.anthropic.com/v1"
     env_var = "ANTHROPIC_API_KEY"
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 529)
+    can_embed = False
+
+
+class Gemini(Provider):
+    """Gemini's native API (``generateContent``, ``batchEmbedContents``).
+
+    Key: ``GEMINI_API_KEY`` (else ``GOOGLE_API_KEY``), sent as ``x-goog-api-key``.
+    """
+
+    wire = "gemini"
+    default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+    env_var = "GEMINI_API_KEY"
+    env_fallbacks = ("GOOGLE_API_KEY",)
+
+
+class Ollama(Provider):
+    """Ollama's native API (``/api/chat``, ``/api/embed``) at
+    ``http://localhost:11434``. No key needed; pass ``api_key=`` for ollama.com."""
+
+    wire = "ollama"
+    default_base_url = "http://localhost:11434"
+    key_required = False
+
+
+class Azure(Provider):
+    """Azure OpenAI: a deployment of a resource.
+
+    ``endpoint`` is the resource URL (``https://NAME.openai.azure.com``,
+    default: ``AZURE_OPENAI_ENDPOINT``); the key comes from
+    ``AZURE_OPENAI_API_KEY`` and travels as ``api-key``. A callable
+    ``api_key`` returns an Entra ID token, sent as a bearer token, called for
+    each attempt. Requests go to
+    ``{endpoint}/openai/deployments/{deployment}/...?api-version=...``;
+    ``api_version=None`` uses the v1 form ``{endpoint}/openai/v1/...``.
+    ``embedding_model`` names the embeddings deployment.
+    """
+
+    wire = "azure"
+    env_var = "AZURE_OPENAI_API_KEY"
+    max_tokens_field = "max_completion_tokens"
+
+    def __init__(
+        self,
+        deployment: str,
+        *,
+        endpoint: Optional[str] = None,
+        api_version: Optional[str] = "2024-10-21",
+        api_key: Optional[ApiKey] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        allow_insecure: bool = False,
+        overloaded_statuses: Optional[Sequence[int]] = None,
+        params: Optional[Mapping[str, Any]] = None,
+        embedding_model: Optional[str] = None,
+    ) -> None:
+        if (
+            not isinstance(deployment, str)
+            or not deployment
+            or any(not (c.isalnum() or c in "-_.") for c in deployment)
+        ):
+            raise ConfigurationError(
+                f"Azure deployment must be a deployment name (letters, digits, '-', '_', '.'), "
+                f"got {deployment!r}"
+            )
+        if embedding_model is not None and (
+            not isinstance(embedding_model, str)
+            or any(not (c.isalnum() or c in "-_.") for c in embedding_model)
+        ):
+            raise ConfigurationError(
+                f"Azure embedding_model must be a deployment name, got {embedding_model!r}"
+            )
+        if endpoint is None:
+            endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+            if endpoint is None:
+                raise ConfigurationError(
+                    "Azure needs the resource URL: set AZURE_OPENAI_ENDPOINT or pass endpoint="
+                )
+        if not isinstance(endpoint, str) or not endpoint.strip():
+            raise ConfigurationError(f"Azure endpoint must be a URL (a str), got {endpoint!r}")
+        if api_version is not None and (
+            not isinstance(api_version, str)
+            or not api_version
+            or any(not (c.isalnum() or c in "-._") for c in api_version)
+        ):
+            raise ConfigurationError(
+                f"Azure api_version must look like '2024-10-21' (or None for the v1 API), "
+                f"got {api_version!r}"
+            )
+        endpoint = endpoint.strip().rstrip("/")
+        _checked_url("Azure", endpoint)
+        if endpoint.endswith("/openai") or "/openai/" in endpoint:
+            raise ConfigurationError(
+                f"Azure endpoint is the resource URL (https://NAME.openai.azure.com), "
+                f"without /openai: got {_display_url(endpoint)!r}"
+            )
+        if "?" in endpoint:
+            raise ConfigurationError("Azure endpoint takes no query: pass api_version=")
+        # The deployments form puts each deployment in the path (the wire
+        # adds it); the v1 form names it as the body's model.
+        base_url = (
+            f"{endpoint}/openai/v1"
+            if api_version is None
+            else f"{endpoint}/openai?api-version={api_version}"
+        )
+        super().__init__(
+            deployment,
+            api_key=api_key,
+            base_url=base_url,
+            headers=headers,
+            allow_insecure=allow_insecure,
+            overloaded_statuses=overloaded_statuses,
+            params=params,
+            embedding_model=embedding_model,
+        )
+        self.deployment = deployment
+        self.endpoint = endpoint
+        self.api_version = api_version
+
+    def _spec(self, name: str) -> ProviderSpec:
+        spec = super()._spec(name)
+        spec.entra_token = callable(self._api_key)
+        return spec
+
+    def __repr__(self) -> str:
+        return (
+            f"Azure(deployment={self.deployment!r}, endpoint={_display_url(self.endpoint)!r}, "
+            f"api_version={self.api_version!r})"
+        )
 
 
 class OpenAICompatible(Provider):
@@ -303,13 +454,14 @@ class OpenAICompatible(Provider):
         self,
         model: str,
         *,
-        base_url: str,
+        base_url: Optional[str] = None,
         api_key: Optional[ApiKey] = None,
         api_key_env: Optional[str] = None,
         headers: Optional[Mapping[str, str]] = None,
         allow_insecure: bool = False,
         overloaded_statuses: Optional[Sequence[int]] = None,
         params: Optional[Mapping[str, Any]] = None,
+        embedding_model: Optional[str] = None,
     ) -> None:
         super().__init__(
             model,
@@ -319,9 +471,60 @@ class OpenAICompatible(Provider):
             allow_insecure=allow_insecure,
             overloaded_statuses=overloaded_statuses,
             params=params,
+            embedding_model=embedding_model,
         )
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env:
                 raise ConfigurationError("api_key_env must name an environment variable")
             self._env_var = api_key_env
             self._key_required = True
+
+
+# The OpenAI-compatible family: presets (data, not wire modules) with each
+# one's real base URL, key variable, overloaded statuses and embeddings.
+
+
+class Groq(OpenAICompatible):
+    """Groq. Key: ``GROQ_API_KEY``. 498 (capacity exceeded) means overloaded. No embeddings."""
+
+    default_base_url = "https://api.groq.com/openai/v1"
+    env_var = "GROQ_API_KEY"
+    key_required = True
+    overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 498)
+    can_embed = False
+
+
+class Mistral(OpenAICompatible):
+    """Mistral. Key: ``MISTRAL_API_KEY``. Embeddings take ``dimensions`` as ``output_dimension``."""
+
+    default_base_url = "https://api.mistral.ai/v1"
+    env_var = "MISTRAL_API_KEY"
+    key_required = True
+    dimensions_field = "output_dimension"
+
+
+class DeepSeek(OpenAICompatible):
+    """DeepSeek. Key: ``DEEPSEEK_API_KEY``. No embeddings."""
+
+    default_base_url = "https://api.deepseek.com"
+    env_var = "DEEPSEEK_API_KEY"
+    key_required = True
+    can_embed = False
+
+
+class XAI(OpenAICompatible):
+    """xAI (Grok). Key: ``XAI_API_KEY``. A bad key is a 400 it words as one. No embeddings."""
+
+    default_base_url = "https://api.x.ai/v1"
+    env_var = "XAI_API_KEY"
+    key_required = True
+    can_embed = False
+
+
+class OpenRouter(OpenAICompatible):
+    """OpenRouter. Key: ``OPENROUTER_API_KEY``. An error inside a 200 is a failure,
+    classified by its code; the upstream provider's message is in the error's text."""
+
+    default_base_url = "https://openrouter.ai/api/v1"
+    env_var = "OPENROUTER_API_KEY"
+    key_required = True

@@ -23,6 +23,10 @@ class ProviderSpec:
     __slots__ = (
         "api_key",
         "base_url",
+        "dimensions_field",
+        "embedding_model",
+        "embeds",
+        "entra_token",
         "headers",
         "max_tokens_field",
         "model",
@@ -44,6 +48,10 @@ class ProviderSpec:
         overloaded_statuses: list[int],
         max_tokens_field: str,
         params: dict[str, Any] | None,
+        embedding_model: str | None,
+        embeds: bool,
+        dimensions_field: str,
+        entra_token: bool,
     ) -> None:
         self.name = name
         self.wire = wire
@@ -54,6 +62,10 @@ class ProviderSpec:
         self.overloaded_statuses = overloaded_statuses
         self.max_tokens_field = max_tokens_field
         self.params = params
+        self.embedding_model = embedding_model
+        self.embeds = embeds
+        self.dimensions_field = dimensions_field
+        self.entra_token = entra_token
 
     def __repr__(self) -> str:  # never shows the key
         return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"
@@ -124,4 +136,30 @@ class CallArgs:
     stop: list[str] | None
     top_p: float | None
     seed: int | None
+    headers: list[tuple[str, str]] | None
+
+
+class EmbedArgs:
+    """One embeddings call's arguments, checked by ``Client`` before they cross."""
+
+    __slots__ = (
+        "chain",
+        "deadline",
+        "dimensions",
+        "headers",
+        "model",
+        "policy",
+        "sleeper",
+        "texts",
+        "timeout",
+    )
+
+    texts: list[str]
+    chain: list[int]
+    policy: NativePolicy
+    timeout: float
+    deadline: float | None
+    sleeper: Any
+    model: str | None
+    dimensions: int | None
     headers: list[tuple[str, str]] | None

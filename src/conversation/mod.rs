@@ -26,6 +26,14 @@ pub enum Part {
     Image(String),
 }
 
+/// `data:image/png;base64,AAAA` -> (`image/png`, `AAAA`).
+pub fn data_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let media_type = meta.strip_suffix(";base64")?;
+    Some((media_type, data))
+}
+
 /// A tool call the model made (in a response) or made earlier (in history).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, Usage};
-use crate::conversation::{self, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -269,14 +269,6 @@ fn part(p: &Part) -> Value {
             None => json!({"type": "image", "source": {"type": "url", "url": url}}),
         },
     }
-}
-
-/// `data:image/png;base64,AAAA` -> (`image/png`, `AAAA`).
-fn data_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let media_type = meta.strip_suffix(";base64")?;
-    Some((media_type, data))
 }
 
 /// The header that carries the key.

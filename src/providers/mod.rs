@@ -2,6 +2,8 @@
 //! One module per format; nothing here decides about retries.
 
 mod anthropic;
+mod gemini;
+mod ollama;
 mod openai;
 mod secrets;
 
@@ -23,6 +25,12 @@ pub enum Wire {
     OpenAI,
     /// Anthropic Messages.
     Anthropic,
+    /// Gemini's native `generateContent`.
+    Gemini,
+    /// Ollama's native `/api/chat` and `/api/embed`.
+    Ollama,
+    /// Azure OpenAI: Chat Completions with the key in `api-key`.
+    Azure,
 }
 
 impl Wire {
@@ -30,6 +38,9 @@ impl Wire {
         match name {
             "openai" => Some(Self::OpenAI),
             "anthropic" => Some(Self::Anthropic),
+            "gemini" => Some(Self::Gemini),
+            "ollama" => Some(Self::Ollama),
+            "azure" => Some(Self::Azure),
             _ => None,
         }
     }
@@ -52,6 +63,17 @@ pub struct ProviderConfig {
     /// object), for what the neutral form lacks: `reasoning_effort`,
     /// Anthropic's `thinking`.
     pub params: Option<Value>,
+    /// The model `embed()` asks for, when it is not `model`.
+    pub embedding_model: Option<String>,
+    /// Whether this provider has an embeddings endpoint (a preset of the
+    /// OpenAI-compatible family may not, whatever its wire).
+    pub embeds: bool,
+    /// The body field that carries `dimensions` on this provider's
+    /// embeddings endpoint (Mistral's `output_dimension`).
+    pub dimensions_field: String,
+    /// Azure: the key is an Entra ID token (sent as a bearer token), not
+    /// the resource's `api-key`.
+    pub entra_token: bool,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -121,13 +143,92 @@ impl crate::engine::Answer for ChatResponse {
     }
 }
 
+/// One embeddings call, independent of the wire format.
+#[derive(Clone, Debug, Default)]
+pub struct EmbedRequest {
+    /// The texts, one vector each, in order.
+    pub inputs: Vec<String>,
+    /// The length of each vector, where the model can shorten them.
+    pub dimensions: Option<u64>,
+    /// Overrides the provider's embedding model for this call.
+    pub model: Option<String>,
+    /// Extra request headers for this call.
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbedResponse {
+    /// One vector per input, in input order.
+    pub vectors: Vec<Vec<f64>>,
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub request_id: Option<String>,
+    pub status: u16,
+}
+
+/// What one call asks of a provider.
+#[derive(Clone, Debug)]
+pub enum Job {
+    Chat(ChatRequest),
+    Embed(EmbedRequest),
+}
+
+/// A provider's answer to a [`Job`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Chat(ChatResponse),
+    Embed(EmbedResponse),
+}
+
+impl crate::engine::Answer for Reply {
+    fn status(&self) -> u16 {
+        match self {
+            Self::Chat(chat) => chat.status,
+            Self::Embed(embed) => embed.status,
+        }
+    }
+}
+
+/// The request for one job to `provider`, without its key.
+pub fn build(provider: &ProviderConfig, job: &Job) -> HttpRequest {
+    match job {
+        Job::Chat(request) => build_request(provider, request),
+        Job::Embed(request) => build_embed_request(provider, request),
+    }
+}
+
+/// Why `provider` cannot do `job`, if it cannot.
+pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
+    match job {
+        Job::Chat(request) => unable(provider, request),
+        Job::Embed(_) => unable_to_embed(provider),
+    }
+}
+
+/// A response to `job` -> the answer, or the failure it describes.
+pub fn parse_reply(
+    provider: &ProviderConfig,
+    job: &Job,
+    sent: &HttpRequest,
+    response: HttpResponse,
+) -> Result<Reply, Failure> {
+    match job {
+        Job::Chat(_) => parse_response(provider, sent, response).map(Reply::Chat),
+        Job::Embed(request) => {
+            parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+        }
+    }
+}
+
 /// The request for one call to `provider`, without its key: built once per
 /// call, then [`authorize`]d for each attempt (a key may rotate between them).
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
     let model = request.model.as_deref().unwrap_or(&provider.model);
-    let (path, mut body, mut headers) = match provider.wire {
-        Wire::OpenAI => openai::build(provider, model, request),
+    let (path, mut body, headers) = match provider.wire {
+        Wire::OpenAI | Wire::Azure => openai::build(provider, model, request),
         Wire::Anthropic => anthropic::build(model, request),
+        Wire::Gemini => gemini::build(model, request),
+        Wire::Ollama => ollama::build(model, request),
     };
     if let (Some(Value::Object(params)), Value::Object(fields)) = (&provider.params, &mut body) {
         merge_params(fields, params);
@@ -135,10 +236,59 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
             anthropic::reconcile_thinking(fields, request);
         }
     }
+    finish_request(provider, &path, &body, headers, &request.headers)
+}
+
+/// The embeddings request for one call to `provider`, without its key.
+/// `params` are not merged: they are chat fields (`reasoning_effort`) an
+/// embeddings endpoint would refuse.
+pub fn build_embed_request(provider: &ProviderConfig, request: &EmbedRequest) -> HttpRequest {
+    let model = embedding_model(provider, request);
+    let (path, body) = match provider.wire {
+        Wire::Gemini => gemini::build_embed(model, request),
+        Wire::Ollama => ollama::build_embed(model, request),
+        // Anthropic never gets here: `unable_to_embed` skips it.
+        _ => openai::build_embed(provider, model, request),
+    };
+    finish_request(provider, &path, &body, Vec::new(), &request.headers)
+}
+
+/// The model an embeddings call asks `provider` for: the call's, else the
+/// provider's embedding model, else its model.
+fn embedding_model<'a>(provider: &'a ProviderConfig, request: &'a EmbedRequest) -> &'a str {
+    request
+        .model
+        .as_deref()
+        .or(provider.embedding_model.as_deref())
+        .unwrap_or(&provider.model)
+}
+
+/// Why `provider` cannot embed, if it cannot.
+pub fn unable_to_embed(provider: &ProviderConfig) -> Option<String> {
+    let why = if provider.wire == Wire::Anthropic {
+        "Anthropic has no embeddings API"
+    } else if !provider.embeds {
+        "it has no embeddings API"
+    } else {
+        return None;
+    };
+    Some(format!("{} cannot embed: {why}", provider.name))
+}
+
+/// The request every wire sends: its body as JSON, the provider's and the
+/// call's headers (credential ones kept apart, to be redacted), the secrets
+/// the URL carries.
+fn finish_request(
+    provider: &ProviderConfig,
+    path: &str,
+    body: &Value,
+    mut headers: Vec<(String, String)>,
+    call_headers: &[(String, String)],
+) -> HttpRequest {
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));
     let mut secret_headers = Vec::new();
-    for (name, value) in provider.headers.iter().chain(&request.headers) {
+    for (name, value) in provider.headers.iter().chain(call_headers) {
         if is_credential_header(name) {
             secret_headers.push((name.clone(), value.clone()));
         } else {
@@ -152,11 +302,11 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
         add_secrets(&mut secrets, &url_secrets(&provider.base_url));
     }
     HttpRequest {
-        url: endpoint_url(&provider.base_url, &path),
+        url: endpoint_url(&provider.base_url, path),
         headers,
         secrets,
         secret_headers,
-        body: serde_json::to_vec(&body).unwrap_or_default().into(),
+        body: serde_json::to_vec(body).unwrap_or_default().into(),
     }
 }
 
@@ -201,8 +351,10 @@ fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
 /// refuse.
 pub fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
     let why = match provider.wire {
-        Wire::OpenAI => openai::unable(request),
+        Wire::OpenAI | Wire::Azure => openai::unable(request),
         Wire::Anthropic => anthropic::unable(request),
+        Wire::Gemini => gemini::unable(request),
+        Wire::Ollama => ollama::unable(request),
     }?;
     Some(format!("{} cannot serve this call: {why}", provider.name))
 }
@@ -216,8 +368,12 @@ pub fn authorize(
     let mut request = request.clone();
     if let Some(key) = key {
         let header = match provider.wire {
-            Wire::OpenAI => openai::key_header(key),
+            // An Entra ID token (a callable key) is a bearer token; a
+            // resource key goes in `api-key`.
+            Wire::Azure if !provider.entra_token => ("api-key".to_string(), key.to_string()),
+            Wire::OpenAI | Wire::Azure | Wire::Ollama => openai::key_header(key),
             Wire::Anthropic => anthropic::key_header(key),
+            Wire::Gemini => gemini::key_header(key),
         };
         request.secret_headers.insert(0, header);
         // The key itself is searched for down to MIN_KEY_LEN: a key is never
@@ -252,39 +408,144 @@ pub fn parse_response(
     sent: &HttpRequest,
     response: HttpResponse,
 ) -> Result<ChatResponse, Failure> {
+    let answer = read_answer(provider, sent, response)?;
+    let parsed = match provider.wire {
+        Wire::OpenAI | Wire::Azure => openai::parse(&answer.json),
+        Wire::Anthropic => anthropic::parse(&answer.json),
+        Wire::Gemini => gemini::parse(&answer.json),
+        Wire::Ollama => ollama::parse(&answer.json),
+    };
+    match parsed {
+        Ok(mut chat) => {
+            chat.request_id = answer.request_id;
+            chat.status = answer.response.status;
+            // from_slice succeeded, so the body is valid UTF-8.
+            chat.raw = String::from_utf8(answer.response.body).unwrap_or_default();
+            Ok(chat)
+        }
+        Err(why) => Err(malformed(provider, sent, answer, why)),
+    }
+}
+
+/// An embeddings response -> the vectors, one per input, or the failure it
+/// describes (a count that does not match the inputs is a malformed body).
+pub fn parse_embed_response(
+    provider: &ProviderConfig,
+    request: &EmbedRequest,
+    sent: &HttpRequest,
+    response: HttpResponse,
+) -> Result<EmbedResponse, Failure> {
+    let answer = read_answer(provider, sent, response)?;
+    let parsed = match provider.wire {
+        Wire::Gemini => gemini::parse_embed(&answer.json),
+        Wire::Ollama => ollama::parse_embed(&answer.json),
+        _ => openai::parse_embed(&answer.json),
+    };
+    let parsed = parsed.and_then(|embed| {
+        if embed.vectors.len() == request.inputs.len() {
+            Ok(embed)
+        } else {
+            Err(format!(
+                "{} vectors for {} inputs",
+                embed.vectors.len(),
+                request.inputs.len()
+            ))
+        }
+    });
+    match parsed {
+        Ok(mut embed) => {
+            if embed.model.is_none() {
+                embed.model = Some(embedding_model(provider, request).to_string());
+            }
+            embed.request_id = answer.request_id;
+            embed.status = answer.response.status;
+            Ok(embed)
+        }
+        Err(why) => Err(malformed(provider, sent, answer, why)),
+    }
+}
+
+/// A 2xx response read as a JSON object, with its request id.
+struct JsonAnswer {
+    json: Map<String, Value>,
+    request_id: Option<String>,
+    response: HttpResponse,
+}
+
+/// The JSON object a 2xx response carries, or the failure the response
+/// describes: an error status, a body that is not a JSON object, or an
+/// error object inside a 2xx (OpenRouter), classified by its `code` as if
+/// that were the status.
+fn read_answer(
+    provider: &ProviderConfig,
+    sent: &HttpRequest,
+    response: HttpResponse,
+) -> Result<JsonAnswer, Failure> {
     let secrets = &sent.secrets;
     // A header value can echo a key too.
     let request_id = request_id(provider.wire, &response.headers).map(|id| redact(&id, secrets));
     if !(200..300).contains(&response.status) {
         return Err(error_failure(provider, secrets, response, request_id));
     }
-    let malformed = |why: String, response: &HttpResponse| Failure {
+    let json = match serde_json::from_slice(&response.body) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => {
+            let answer = JsonAnswer {
+                json: Map::new(),
+                request_id,
+                response,
+            };
+            return Err(malformed(
+                provider,
+                sent,
+                answer,
+                "expected a JSON object".into(),
+            ));
+        }
+        Err(e) => {
+            let answer = JsonAnswer {
+                json: Map::new(),
+                request_id,
+                response,
+            };
+            return Err(malformed(provider, sent, answer, e.to_string()));
+        }
+    };
+    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+        // An error in a 200: the status the error names, else a server error.
+        let status = error
+            .get("code")
+            .and_then(Value::as_u64)
+            .and_then(|code| u16::try_from(code).ok())
+            .filter(|code| (400..600).contains(code))
+            .unwrap_or(500);
+        let response = HttpResponse { status, ..response };
+        return Err(error_failure(provider, secrets, response, request_id));
+    }
+    Ok(JsonAnswer {
+        json,
+        request_id,
+        response,
+    })
+}
+
+/// A 2xx whose body is not what the wire promises: a server error (another
+/// attempt, or another provider, may well answer properly).
+fn malformed(
+    provider: &ProviderConfig,
+    sent: &HttpRequest,
+    answer: JsonAnswer,
+    why: String,
+) -> Failure {
+    let response = answer.response;
+    Failure {
         kind: ErrorKind::ServerError,
         status: Some(response.status),
-        headers: response.headers.clone(),
-        body: Some(redacted_body(secrets, &response.body).0),
+        body: Some(redacted_body(&sent.secrets, &response.body).0),
+        headers: response.headers,
         message: format!("malformed response body from {}: {why}", provider.name),
-        request_id: request_id.clone(),
+        request_id: answer.request_id,
         out_of_time: false,
-    };
-    let json: Map<String, Value> = match serde_json::from_slice(&response.body) {
-        Ok(Value::Object(map)) => map,
-        Ok(_) => return Err(malformed("expected a JSON object".into(), &response)),
-        Err(e) => return Err(malformed(e.to_string(), &response)),
-    };
-    let parsed = match provider.wire {
-        Wire::OpenAI => openai::parse(&json),
-        Wire::Anthropic => anthropic::parse(&json),
-    };
-    match parsed {
-        Ok(mut answer) => {
-            answer.request_id = request_id;
-            answer.status = response.status;
-            // from_slice succeeded, so the body is valid UTF-8.
-            answer.raw = String::from_utf8(response.body).unwrap_or_default();
-            Ok(answer)
-        }
-        Err(why) => Err(malformed(why, &response)),
     }
 }
 
@@ -304,8 +565,9 @@ pub fn name_failure(
 
 fn request_id(wire: Wire, headers: &Headers) -> Option<String> {
     let name = match wire {
-        Wire::OpenAI => "x-request-id",
         Wire::Anthropic => "request-id",
+        Wire::Azure => "apim-request-id",
+        _ => "x-request-id",
     };
     headers
         .get(name)
@@ -347,9 +609,14 @@ fn error_failure(
         }
         _ => "",
     };
-    let message = match parsed.message {
-        Some(m) => format!("{name} returned {status}{hint}: {m}"),
-        None => format!("{name} returned {status}{hint}"),
+    // What a wire says beyond its message: the upstream's own error behind
+    // a router (OpenRouter), a content filter's verdict (Azure).
+    let detail = json.as_ref().and_then(openai::error_detail);
+    let message = match (parsed.message, detail) {
+        (Some(m), Some(detail)) => format!("{name} returned {status}{hint}: {m} ({detail})"),
+        (Some(m), None) => format!("{name} returned {status}{hint}: {m}"),
+        (None, Some(detail)) => format!("{name} returned {status}{hint}: {detail}"),
+        (None, None) => format!("{name} returned {status}{hint}"),
     };
     Failure {
         kind,
@@ -372,6 +639,18 @@ fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {
     path.iter().try_fold(value, |v, key| v.get(key))?.as_u64()
 }
 
+/// A JSON array of numbers as a vector.
+fn floats(value: &Value) -> Result<Vec<f64>, String> {
+    let items = value.as_array().ok_or("an embedding that is not a list")?;
+    items
+        .iter()
+        .map(|x| {
+            x.as_f64()
+                .ok_or_else(|| format!("an embedding value that is not a number: {x}"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,6 +669,10 @@ mod tests {
             overloaded_statuses: vec![503, 529],
             max_tokens_field: "max_tokens".into(),
             params: None,
+            embedding_model: None,
+            embeds: true,
+            dimensions_field: "dimensions".into(),
+            entra_token: false,
         }
     }
 

@@ -4,7 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{u64_at, ChatRequest, ChatResponse, ProviderConfig, Usage};
+use super::{
+    u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage, Wire,
+};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 
 /// The endpoint path, the body and the wire's own headers.
@@ -73,7 +75,24 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(seed) = request.seed {
         body.insert("seed".into(), Value::from(seed));
     }
-    ("/chat/completions".into(), Value::Object(body), Vec::new())
+    (
+        path(provider, model, "/chat/completions"),
+        Value::Object(body),
+        Vec::new(),
+    )
+}
+
+/// The endpoint path: Azure's deployments form names the deployment in the
+/// path (`/deployments/{model}/chat/completions`, the base URL ending in
+/// `/openai?api-version=...`); everywhere else, and in Azure's v1 form (a
+/// base URL ending in `/openai/v1`), the model travels in the body only.
+fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
+    let base = provider.base_url.split('?').next().unwrap_or("");
+    if provider.wire == Wire::Azure && !base.trim_end_matches('/').ends_with("/v1") {
+        format!("/deployments/{model}{endpoint}")
+    } else {
+        endpoint.to_string()
+    }
 }
 
 /// Why Chat Completions cannot take this call, if it cannot.
@@ -180,7 +199,13 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             });
         }
     }
-    let usage = json.get("usage").cloned().unwrap_or(Value::Null);
+    // Groq has reported usage under `x_groq` as well as (or instead of) `usage`.
+    let usage = json
+        .get("usage")
+        .filter(|u| u.is_object())
+        .or_else(|| json.get("x_groq").and_then(|x| x.get("usage")))
+        .cloned()
+        .unwrap_or(Value::Null);
     Ok(ChatResponse {
         text,
         tool_calls,
@@ -209,6 +234,108 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         request_id: None,
         raw: String::new(),
         status: 200,
+    })
+}
+
+/// The embeddings endpoint: `{"model", "input": [...]}`, and the
+/// dimensions under the provider's own field name.
+pub(super) fn build_embed(
+    provider: &ProviderConfig,
+    model: &str,
+    request: &EmbedRequest,
+) -> (String, Value) {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    body.insert("input".into(), json!(request.inputs));
+    if let Some(dimensions) = request.dimensions {
+        body.insert(provider.dimensions_field.clone(), Value::from(dimensions));
+    }
+    // Floats as JSON numbers: every OpenAI-compatible server speaks them,
+    // not all of them speak base64.
+    body.insert("encoding_format".into(), Value::from("float"));
+    (path(provider, model, "/embeddings"), Value::Object(body))
+}
+
+/// `{"data": [{"index", "embedding": [...]}], "model", "usage"}`: vectors
+/// put back in input order by their `index`.
+pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+    let data = json
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or("no data in the response")?;
+    let mut vectors: Vec<Option<Vec<f64>>> = vec![None; data.len()];
+    for (position, item) in data.iter().enumerate() {
+        let index = match item.get("index") {
+            None => position,
+            Some(index) => index
+                .as_u64()
+                .and_then(|i| usize::try_from(i).ok())
+                .filter(|&i| i < data.len())
+                .ok_or("an embedding index out of range")?,
+        };
+        let vector = item
+            .get("embedding")
+            .ok_or_else(|| "an item without an embedding".to_string())
+            .and_then(super::floats)?;
+        if vectors[index].replace(vector).is_some() {
+            return Err("two embeddings with one index".into());
+        }
+    }
+    let usage = json.get("usage").cloned().unwrap_or(Value::Null);
+    Ok(EmbedResponse {
+        vectors: vectors.into_iter().map(Option::unwrap_or_default).collect(),
+        model: json
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: Usage {
+            input_tokens: u64_at(&usage, &["prompt_tokens"]),
+            ..Usage::default()
+        },
+        request_id: None,
+        status: 200,
+    })
+}
+
+/// What an error body says beyond its message: the upstream provider's own
+/// error behind a router (OpenRouter's `metadata.raw`), and which content
+/// filters fired (Azure's `content_filter_result`).
+pub(crate) fn error_detail(json: &Value) -> Option<String> {
+    let error = json.get("error")?;
+    if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str) {
+        let upstream = error
+            .pointer("/metadata/provider_name")
+            .and_then(Value::as_str)
+            .unwrap_or("upstream");
+        // The upstream's body is often JSON with a message inside.
+        let said = serde_json::from_str::<Value>(raw)
+            .ok()
+            .map(|v| crate::engine::classify::ErrorBody::from_json(&v))
+            .and_then(|b| b.message)
+            .unwrap_or_else(|| raw.chars().take(300).collect());
+        return Some(format!("{upstream} said: {said}"));
+    }
+    let result = error
+        .pointer("/innererror/content_filter_result")
+        .or_else(|| error.get("content_filter_result"))?
+        .as_object()?;
+    let fired: Vec<String> = result
+        .iter()
+        .filter(|(_, verdict)| {
+            verdict.get("filtered") == Some(&Value::Bool(true))
+                || verdict.get("detected") == Some(&Value::Bool(true))
+        })
+        .map(
+            |(category, verdict)| match verdict.get("severity").and_then(Value::as_str) {
+                Some(severity) => format!("{category} ({severity})"),
+                None => category.clone(),
+            },
+        )
+        .collect();
+    Some(if fired.is_empty() {
+        "content filter".to_string()
+    } else {
+        format!("content filter: {}", fired.join(", "))
     })
 }
 

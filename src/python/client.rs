@@ -15,12 +15,13 @@ use super::errors::{configuration_error, failover_error, internal_error, seconds
 use super::events::EventTarget;
 use super::runtime::{self, runtime, Interrupt};
 use super::seam::{
-    attempts_list, optional_seconds, CallArgs, ProviderSpec, ResponseData, TransportSpec,
+    attempts_list, optional_seconds, CallArgs, EmbedArgs, EmbeddingsData, ProviderSpec,
+    ResponseData, TransportSpec,
 };
 use crate::conversation;
 use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
 use crate::http::{HttpRequest, ReqwestTransport, Transport};
-use crate::providers::{self, ChatRequest, ProviderConfig, Wire};
+use crate::providers::{self, ChatRequest, EmbedRequest, Job, ProviderConfig, Reply, Wire};
 
 /// The environment variables the transport reads a proxy from (Python
 /// checks the same list when a client is built: `_native.PROXY_VARIABLES`).
@@ -63,7 +64,7 @@ pub struct NativeClient {
 
 /// One call, resolved by the Python side and checked here.
 struct Call {
-    request: ChatRequest,
+    job: Job,
     chain: Vec<usize>,
     policy: RetryPolicy,
     timeout: Duration,
@@ -128,6 +129,10 @@ impl NativeClient {
                 overloaded_statuses: spec.overloaded_statuses,
                 max_tokens_field: spec.max_tokens_field,
                 params,
+                embedding_model: spec.embedding_model,
+                embeds: spec.embeds,
+                dimensions_field: spec.dimensions_field,
+                entra_token: spec.entra_token,
             });
             keys.push(source);
         }
@@ -159,7 +164,7 @@ impl NativeClient {
     /// the GIL released, waking every 50 ms so Ctrl-C raises promptly.
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
         let call = self.call(py, args, None)?;
-        block_on_interruptibly(py, chat(Arc::clone(&self.inner), call))?
+        block_on_interruptibly(py, run_call(Arc::clone(&self.inner), call))?
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
@@ -173,12 +178,24 @@ impl NativeClient {
         // Looked up once: the engine future, its events and its sleeper share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.call(py, args, Some(locals.clone()))?;
-        let inner = Arc::clone(&self.inner);
-        let in_flight = runtime::AsyncCallGuard::new();
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
-            let _in_flight = in_flight;
-            chat(inner, call).await
-        })
+        self.run_async(py, locals, call)
+    }
+
+    /// Blocking embeddings call: the same engine future as `prompt`.
+    fn embed(&self, py: Python<'_>, args: EmbedArgs<'_>) -> PyResult<Py<PyAny>> {
+        let call = self.embed_call(py, args, None)?;
+        block_on_interruptibly(py, run_call(Arc::clone(&self.inner), call))?
+    }
+
+    fn embed_async<'py>(
+        &self,
+        py: Python<'py>,
+        args: EmbedArgs<'py>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        runtime()?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let call = self.embed_call(py, args, Some(locals.clone()))?;
+        self.run_async(py, locals, call)
     }
 
     /// Releases the connection pool. Calls in flight finish; later calls
@@ -204,28 +221,49 @@ impl NativeClient {
 }
 
 impl NativeClient {
+    fn run_async<'py>(
+        &self,
+        py: Python<'py>,
+        locals: pyo3_async_runtimes::TaskLocals,
+        call: Call,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        let in_flight = runtime::AsyncCallGuard::new();
+        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+            let _in_flight = in_flight;
+            run_call(inner, call).await
+        })
+    }
+
+    /// The pool to send with, unless the client is closed.
+    fn transport(&self) -> PyResult<ReqwestTransport> {
+        let guard = self
+            .inner
+            .transport
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        guard.clone().ok_or_else(|| {
+            failover_error("this Client is closed: make a new one to call providers again")
+        })
+    }
+
+    fn check_chain(&self, chain: &[usize]) -> PyResult<()> {
+        if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.providers.len()) {
+            return Err(configuration_error(
+                "the provider chain must name configured providers",
+            ));
+        }
+        Ok(())
+    }
+
     fn call(
         &self,
         py: Python<'_>,
         args: CallArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
     ) -> PyResult<Call> {
-        let transport = {
-            let guard = self
-                .inner
-                .transport
-                .read()
-                .unwrap_or_else(|e| e.into_inner());
-            guard.clone().ok_or_else(|| {
-                failover_error("this Client is closed: make a new one to call providers again")
-            })?
-        };
-        let chain = args.chain;
-        if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.providers.len()) {
-            return Err(configuration_error(
-                "the provider chain must name configured providers",
-            ));
-        }
+        let transport = self.transport()?;
+        self.check_chain(&args.chain)?;
         let messages = messages_from(&args.messages)?;
         let messages = conversation::parse_messages(&messages).map_err(configuration_error)?;
         let tools = match &args.tools {
@@ -258,20 +296,84 @@ impl NativeClient {
             temperature: args.temperature,
             model: text_arg("model", args.model.as_ref())?,
         };
+        let common = CommonArgs {
+            chain: args.chain,
+            policy: &args.policy.policy,
+            timeout: args.timeout,
+            deadline: args.deadline,
+            sleeper: args.sleeper.as_ref(),
+        };
+        self.finish_call(py, Job::Chat(request), transport, common, locals)
+    }
+
+    fn embed_call(
+        &self,
+        py: Python<'_>,
+        args: EmbedArgs<'_>,
+        locals: Option<pyo3_async_runtimes::TaskLocals>,
+    ) -> PyResult<Call> {
+        let transport = self.transport()?;
+        self.check_chain(&args.chain)?;
+        // A chain in which nobody can embed would fail after no request at
+        // all: that is the caller's configuration, said at once.
+        let reasons: Vec<String> = args
+            .chain
+            .iter()
+            .filter_map(|&i| providers::unable_to_embed(&self.inner.providers[i]))
+            .collect();
+        if reasons.len() == args.chain.len() {
+            return Err(configuration_error(format!(
+                "no provider in the chain can embed: {}",
+                reasons.join("; ")
+            )));
+        }
+        let request = EmbedRequest {
+            inputs: args.texts,
+            dimensions: args.dimensions,
+            model: text_arg("model", args.model.as_ref())?,
+            headers: args.headers.unwrap_or_default(),
+        };
+        let common = CommonArgs {
+            chain: args.chain,
+            policy: &args.policy.policy,
+            timeout: args.timeout,
+            deadline: args.deadline,
+            sleeper: args.sleeper.as_ref(),
+        };
+        self.finish_call(py, Job::Embed(request), transport, common, locals)
+    }
+
+    fn finish_call(
+        &self,
+        py: Python<'_>,
+        job: Job,
+        transport: ReqwestTransport,
+        args: CommonArgs<'_, '_>,
+        locals: Option<pyo3_async_runtimes::TaskLocals>,
+    ) -> PyResult<Call> {
         let (interrupt, interrupted) = Interrupt::new();
         Ok(Call {
-            request,
-            chain,
-            policy: args.policy.policy.clone(),
+            job,
+            chain: args.chain,
+            policy: args.policy.clone(),
             timeout: seconds("timeout", args.timeout)?,
             deadline: optional_seconds("deadline", args.deadline)?,
             transport,
-            clock: CallClock::from_sleeper(args.sleeper.as_ref(), locals.as_ref(), &interrupt)?,
+            clock: CallClock::from_sleeper(args.sleeper, locals.as_ref(), &interrupt)?,
             events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt.clone()),
             interrupt,
             interrupted,
         })
     }
+}
+
+/// What every call has, whatever it asks.
+struct CommonArgs<'a, 'py> {
+    chain: Vec<usize>,
+    policy: &'a RetryPolicy,
+    timeout: f64,
+    deadline: Option<f64>,
+    sleeper: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// Drives `future` to completion for a synchronous caller, with the GIL
@@ -304,11 +406,11 @@ fn new_call_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-/// One chat call, with a panic anywhere inside it turned into a
+/// One call, with a panic anywhere inside it turned into a
 /// `FailoverError` instead of crossing into Python as a PanicException.
-async fn chat(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+async fn run_call(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     use futures_util::FutureExt;
-    match std::panic::AssertUnwindSafe(chat_inner(inner, call))
+    match std::panic::AssertUnwindSafe(run_inner(inner, call))
         .catch_unwind()
         .await
     {
@@ -373,10 +475,10 @@ fn callable_key(
     })
 }
 
-/// One chat call through the engine. The only place the engine is run.
-async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+/// One call through the engine. The only place the engine is run.
+async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     let Call {
-        request,
+        job,
         chain,
         policy,
         timeout,
@@ -391,7 +493,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     let keys: Vec<&KeySource> = chain.iter().map(|&i| &inner.keys[i]).collect();
     let unable: Vec<Option<String>> = configs
         .iter()
-        .map(|c| providers::unable(c, &request))
+        .map(|c| providers::unable_for(c, &job))
         .collect();
     let slots: Vec<ProviderSlot> = configs
         .iter()
@@ -413,6 +515,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
     let transport = &transport;
     let interrupt = &interrupt;
+    let job = &job;
     // Each provider's request is built once per call, on its first attempt;
     // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
@@ -421,7 +524,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         let provider = configs[index];
         let source = keys[index];
         let built = requests[index].get_or_init(|| {
-            let mut base = providers::build_request(provider, &request);
+            let mut base = providers::build(provider, &job);
             providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
             match source {
                 KeySource::Fixed => {
@@ -450,7 +553,7 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
                 .send(&sent, timeout)
                 .await
                 .map_err(|failure| providers::name_failure(provider, &sent, failure))?;
-            providers::parse_response(provider, &sent, response)
+            providers::parse_reply(provider, job, &sent, response)
         }
     });
     let result = tokio::select! {
@@ -467,8 +570,16 @@ async fn chat_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &configs)?;
             let provider = &configs[success.provider].name;
-            let data = ResponseData::new(py, success.value, provider, attempts, &call_id)?;
-            Ok(Py::new(py, data)?.into_any())
+            match success.value {
+                Reply::Chat(chat) => {
+                    let data = ResponseData::new(py, chat, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+                Reply::Embed(embed) => {
+                    let data = EmbeddingsData::new(py, embed, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+            }
         }
         Err(failure) => {
             let error = call_error(py, &failure, &configs, &call_id)?;

@@ -124,6 +124,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NativeClient>()?;
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;
+    m.add_class::<seam::EmbeddingsData>()?;
     m.add_class::<seam::AttemptData>()?;
     m.add_class::<seam::ToolCallData>()?;
     m.add_class::<clock::VirtualClock>()?;

@@ -12,7 +12,7 @@ use super::errors::{configuration_error, seconds};
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
-use crate::providers::{ChatResponse, ProviderConfig};
+use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig};
 
 /// One configured provider (`failover._seam.ProviderSpec`).
 #[derive(FromPyObject)]
@@ -28,6 +28,14 @@ pub struct ProviderSpec<'py> {
     pub max_tokens_field: String,
     /// A dict merged into every request body for this provider, or `None`.
     pub params: Option<Bound<'py, PyAny>>,
+    /// The model `embed()` asks for, when it is not `model`.
+    pub embedding_model: Option<String>,
+    /// Whether the provider has an embeddings endpoint.
+    pub embeds: bool,
+    /// The body field for `dimensions` on its embeddings endpoint.
+    pub dimensions_field: String,
+    /// Azure: the (callable) key is an Entra ID bearer token.
+    pub entra_token: bool,
 }
 
 /// How the client reaches providers (`failover._seam.TransportSpec`).
@@ -96,6 +104,21 @@ pub struct CallArgs<'py> {
     pub top_p: Option<f64>,
     pub seed: Option<i64>,
     /// Extra request headers for this call, checked by Python.
+    pub headers: Option<Vec<(String, String)>>,
+}
+
+/// One embeddings call's arguments (`failover._seam.EmbedArgs`).
+#[derive(FromPyObject)]
+pub struct EmbedArgs<'py> {
+    /// The texts, checked by Python (a list of str).
+    pub texts: Vec<String>,
+    pub chain: Vec<usize>,
+    pub policy: PyRef<'py, NativePolicy>,
+    pub timeout: f64,
+    pub deadline: Option<f64>,
+    pub sleeper: Option<Bound<'py, PyAny>>,
+    pub model: Option<Bound<'py, PyAny>>,
+    pub dimensions: Option<u64>,
     pub headers: Option<Vec<(String, String)>>,
 }
 
@@ -270,6 +293,44 @@ impl ResponseData {
             provider_data: r.provider_data.map(|d| d.to_string()),
             request_id: r.request_id,
             raw: PyString::new(py, &r.raw).unbind(),
+            call_id: call_id.to_string(),
+        })
+    }
+}
+
+/// A successful embeddings call (`failover.Embeddings` is built from it).
+/// The vectors are one list of lists, built here at once.
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct EmbeddingsData {
+    pub vectors: Py<PyList>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub attempts: Py<PyList>,
+    pub request_id: Option<String>,
+    pub call_id: String,
+}
+
+impl EmbeddingsData {
+    pub fn new(
+        py: Python<'_>,
+        r: EmbedResponse,
+        provider: &str,
+        attempts: Py<PyList>,
+        call_id: &str,
+    ) -> PyResult<Self> {
+        let rows = r
+            .vectors
+            .iter()
+            .map(|v| PyList::new(py, v))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Self {
+            vectors: PyList::new(py, rows)?.unbind(),
+            provider: provider.to_string(),
+            model: r.model,
+            input_tokens: r.usage.input_tokens,
+            attempts,
+            request_id: r.request_id,
             call_id: call_id.to_string(),
         })
     }

@@ -1,0 +1,583 @@
+//! Gemini's native API: `models/{model}:generateContent` and
+//! `:batchEmbedContents`, the key in `x-goog-api-key`.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
+use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+
+/// The endpoint path, the body and the wire's own headers.
+type Parts = (String, Value, Vec<(String, String)>);
+
+/// `gemini-2.5-flash` -> `models/gemini-2.5-flash`; a full resource name
+/// (`tunedModels/...`) as given.
+fn resource(model: &str) -> String {
+    if model.contains('/') {
+        model.to_string()
+    } else {
+        format!("models/{model}")
+    }
+}
+
+pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
+    let mut system: Vec<String> = request.system.iter().cloned().collect();
+    // A functionResponse names the function it answers; the history's
+    // calls say which one each id was.
+    let names: HashMap<&str, &str> = request
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter())
+        .map(|c| (c.id.as_str(), c.name.as_str()))
+        .collect();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(request.messages.len());
+    for m in &request.messages {
+        let (role, parts) = match m.role {
+            Role::System | Role::Developer => {
+                system.push(m.text());
+                continue;
+            }
+            Role::User => ("user", content_parts(&m.parts)),
+            Role::Assistant => {
+                // Parts as Gemini wrote them carry thought signatures, which
+                // it checks when a tool loop sends them back.
+                let own = m
+                    .provider_data
+                    .as_ref()
+                    .and_then(|d| d.pointer("/gemini/parts"))
+                    .and_then(Value::as_array);
+                let parts = match own {
+                    Some(parts) => parts.clone(),
+                    None => {
+                        let mut parts = content_parts(&m.parts);
+                        parts.extend(m.tool_calls.iter().map(|c| {
+                            // Checked as a JSON object when the history was read.
+                            let args: Value = serde_json::from_str(&c.arguments_json)
+                                .unwrap_or_else(|_| json!({}));
+                            json!({"functionCall": {"name": c.name, "args": args}})
+                        }));
+                        parts
+                    }
+                };
+                ("model", parts)
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                let name = names.get(id).copied().or(m.name.as_deref()).unwrap_or(id);
+                let text = m.text();
+                // The response is an object: a JSON object result as it is,
+                // anything else under "output" (or "error"), as Google's SDKs do.
+                let response = match serde_json::from_str::<Value>(&text) {
+                    Ok(object @ Value::Object(_)) if !m.is_error => object,
+                    _ if m.is_error => json!({ "error": text }),
+                    _ => json!({ "output": text }),
+                };
+                let mut parts =
+                    vec![json!({"functionResponse": {"name": name, "response": response}})];
+                // Images a tool returned travel beside its response.
+                parts.extend(
+                    m.parts
+                        .iter()
+                        .filter(|p| matches!(p, Part::Image(_)))
+                        .map(part),
+                );
+                ("user", parts)
+            }
+        };
+        if parts.is_empty() {
+            continue;
+        }
+        // Consecutive results (and a user message after them) share a turn:
+        // Gemini pairs a turn of calls with one turn of responses.
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(parts),
+            _ => turns.push((role, parts)),
+        }
+    }
+    let contents: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, parts)| json!({"role": role, "parts": parts}))
+        .collect();
+    let mut body = Map::new();
+    body.insert("contents".into(), Value::Array(contents));
+    if !system.is_empty() {
+        body.insert(
+            "systemInstruction".into(),
+            json!({"parts": [{"text": system.join("\n\n")}]}),
+        );
+    }
+    let mut config = Map::new();
+    if let Some(max) = request.max_tokens {
+        config.insert("maxOutputTokens".into(), Value::from(max));
+    }
+    if let Some(t) = request.temperature {
+        config.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(top_p) = request.top_p {
+        config.insert("topP".into(), Value::from(top_p));
+    }
+    if let Some(seed) = request.seed {
+        config.insert("seed".into(), Value::from(seed));
+    }
+    if !request.stop.is_empty() {
+        config.insert("stopSequences".into(), json!(request.stop));
+    }
+    match &request.response_format {
+        Some(ResponseFormat::JsonObject) => {
+            config.insert("responseMimeType".into(), Value::from("application/json"));
+        }
+        Some(ResponseFormat::JsonSchema { schema, .. }) => {
+            config.insert("responseMimeType".into(), Value::from("application/json"));
+            config.insert("responseJsonSchema".into(), schema.clone());
+        }
+        None => {}
+    }
+    if !config.is_empty() {
+        body.insert("generationConfig".into(), Value::Object(config));
+    }
+    let history_tools: Vec<&str> = {
+        let mut names: Vec<&str> = names.values().copied().collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    };
+    if !request.tools.is_empty() {
+        let declarations: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                let mut fields = t.fields("parametersJsonSchema");
+                // Gemini has no strict mode: its schemas are always followed.
+                fields.remove("strict");
+                Value::Object(fields)
+            })
+            .collect();
+        body.insert(
+            "tools".into(),
+            json!([{ "functionDeclarations": declarations }]),
+        );
+        if let Some(choice) = &request.tool_choice {
+            let config = match choice {
+                ToolChoice::Auto => json!({"mode": "AUTO"}),
+                ToolChoice::None => json!({"mode": "NONE"}),
+                ToolChoice::Required => json!({"mode": "ANY"}),
+                ToolChoice::Named(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+            };
+            body.insert(
+                "toolConfig".into(),
+                json!({ "functionCallingConfig": config }),
+            );
+        }
+    } else if !history_tools.is_empty() {
+        // Calls in the history of a call without tools (a closing summary):
+        // declare the functions they used, and forbid calling them.
+        let declarations: Vec<Value> = history_tools
+            .iter()
+            .map(|n| json!({"name": n, "parametersJsonSchema": {"type": "object"}}))
+            .collect();
+        body.insert(
+            "tools".into(),
+            json!([{ "functionDeclarations": declarations }]),
+        );
+        body.insert(
+            "toolConfig".into(),
+            json!({"functionCallingConfig": {"mode": "NONE"}}),
+        );
+    }
+    let path = format!("/{}:generateContent", resource(model));
+    (path, Value::Object(body), Vec::new())
+}
+
+/// Everything the neutral conversation says, Gemini can take.
+pub(super) fn unable(_request: &ChatRequest) -> Option<String> {
+    None
+}
+
+fn content_parts(parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter(|p| !matches!(p, Part::Text(t) if t.is_empty()))
+        .map(part)
+        .collect()
+}
+
+/// A content part as a Gemini part: an image inline (`data:` URLs) or by
+/// reference (`fileData`).
+fn part(p: &Part) -> Value {
+    match p {
+        Part::Text(text) => json!({ "text": text }),
+        Part::Image(url) => match data_url(url) {
+            Some((mime_type, data)) => {
+                json!({"inlineData": {"mimeType": mime_type, "data": data}})
+            }
+            None => {
+                let mut file = json!({ "fileUri": url });
+                if let Some(mime_type) = image_type(url) {
+                    file["mimeType"] = Value::from(mime_type);
+                }
+                json!({ "fileData": file })
+            }
+        },
+    }
+}
+
+/// The image type a URL's extension names, if it names one.
+fn image_type(url: &str) -> Option<&'static str> {
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(url)
+        .to_ascii_lowercase();
+    let extension = path.rsplit_once('.')?.1.to_string();
+    Some(match extension.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "heic" => "image/heic",
+        "heif" => "image/heif",
+        _ => return None,
+    })
+}
+
+/// The header that carries the key.
+pub(super) fn key_header(key: &str) -> (String, String) {
+    ("x-goog-api-key".to_string(), key.to_string())
+}
+
+/// A tool-call id for a call Gemini made without one: unique, so the
+/// history's results pair with their calls on every wire.
+fn new_call_id() -> String {
+    format!("call_{:016x}", rand::random::<u64>())
+}
+
+pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
+    let usage = json.get("usageMetadata").cloned().unwrap_or(Value::Null);
+    let model = json
+        .get("modelVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let candidate = json
+        .get("candidates")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first());
+    let Some(candidate) = candidate else {
+        // A prompt the safety filters blocked has no candidate at all.
+        if json
+            .get("promptFeedback")
+            .and_then(|f| f.get("blockReason"))
+            .is_some()
+        {
+            return Ok(answer(
+                String::new(),
+                Vec::new(),
+                None,
+                model,
+                "content_filter",
+                &usage,
+            ));
+        }
+        return Err("no candidates in the response".into());
+    };
+    // An answer that spent its whole budget thinking has no content.
+    let parts = match candidate.pointer("/content/parts") {
+        Some(Value::Array(parts)) => parts.as_slice(),
+        None | Some(Value::Null) => &[],
+        Some(other) => return Err(format!("content parts are not a list: {other}")),
+    };
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    let mut signed = false;
+    for p in parts {
+        signed |= p.get("thoughtSignature").is_some();
+        if let Some(call) = p.get("functionCall") {
+            let name = call
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("a function call without a name")?;
+            let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
+            tool_calls.push(ToolCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty())
+                    .map_or_else(new_call_id, str::to_string),
+                name: name.to_string(),
+                arguments_json: args.to_string(),
+            });
+        } else if p.get("thought") == Some(&Value::Bool(true)) {
+            continue; // a thought summary, not the answer
+        } else if let Some(t) = p.get("text") {
+            text.push_str(t.as_str().ok_or("a text part that is not text")?);
+        }
+    }
+    let raw_finish = candidate
+        .get("finishReason")
+        .and_then(Value::as_str)
+        .unwrap_or("STOP");
+    let finish = match raw_finish {
+        "STOP" if !tool_calls.is_empty() => "tool_calls".to_string(),
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
+            "content_filter".to_string()
+        }
+        other => conversation::finish_reason(other),
+    };
+    // Parts with signatures go back verbatim when the history returns here.
+    let provider_data = signed.then(|| json!({"gemini": {"parts": parts}}));
+    Ok(answer(
+        text,
+        tool_calls,
+        provider_data,
+        model,
+        &finish,
+        &usage,
+    ))
+}
+
+fn answer(
+    text: String,
+    tool_calls: Vec<ToolCall>,
+    provider_data: Option<Value>,
+    model: Option<String>,
+    finish: &str,
+    usage: &Value,
+) -> ChatResponse {
+    let prompt = u64_at(usage, &["promptTokenCount"]);
+    let tool_prompt = u64_at(usage, &["toolUsePromptTokenCount"]);
+    let candidates = u64_at(usage, &["candidatesTokenCount"]);
+    let thoughts = u64_at(usage, &["thoughtsTokenCount"]);
+    // One meaning on every wire: output counts the thinking too.
+    let output = match (candidates, thoughts) {
+        (None, None) => None,
+        (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+    };
+    ChatResponse {
+        text,
+        tool_calls,
+        provider_data,
+        model,
+        finish_reason: Some(finish.to_string()),
+        usage: Usage {
+            input_tokens: prompt.map(|p| p + tool_prompt.unwrap_or(0)),
+            output_tokens: output,
+            cache_read_tokens: u64_at(usage, &["cachedContentTokenCount"]),
+            cache_write_tokens: None,
+            reasoning_tokens: thoughts,
+        },
+        request_id: None,
+        raw: String::new(),
+        status: 200,
+    }
+}
+
+/// `:batchEmbedContents`, one request per text.
+pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
+    let name = resource(model);
+    let requests: Vec<Value> = request
+        .inputs
+        .iter()
+        .map(|text| {
+            let mut one = json!({"model": name, "content": {"parts": [{"text": text}]}});
+            if let Some(dimensions) = request.dimensions {
+                one["outputDimensionality"] = Value::from(dimensions);
+            }
+            one
+        })
+        .collect();
+    (
+        format!("/{name}:batchEmbedContents"),
+        json!({ "requests": requests }),
+    )
+}
+
+/// `{"embeddings": [{"values": [...]}]}`, in request order.
+pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+    let embeddings = json
+        .get("embeddings")
+        .and_then(Value::as_array)
+        .ok_or("no embeddings in the response")?;
+    let vectors = embeddings
+        .iter()
+        .map(|e| {
+            e.get("values")
+                .ok_or_else(|| "an embedding without values".to_string())
+                .and_then(super::floats)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(EmbedResponse {
+        vectors,
+        model: None,
+        usage: Usage::default(),
+        request_id: None,
+        status: 200,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{answer, messages, provider};
+    use super::super::*;
+    use serde_json::json;
+
+    fn body(req: &ChatRequest) -> (String, Value) {
+        let p = provider(Wire::Gemini);
+        let r = build_request(&p, req);
+        (r.url, serde_json::from_slice(&r.body).unwrap())
+    }
+
+    #[test]
+    fn a_conversation_with_tools_and_images() {
+        let req = ChatRequest {
+            messages: messages(json!([
+                {"role": "system", "content": "Be brief"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Weather here?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {"type": "image_url", "image_url": {"url": "https://x.test/a.JPG?s=1"}}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "noon"},
+                {"role": "user", "content": "Thanks"},
+            ])),
+            tools: crate::conversation::parse_tools(&[
+                json!({"name": "weather", "description": "W", "parameters": {"type": "object"}, "strict": true}),
+            ])
+            .unwrap(),
+            tool_choice: Some(ToolChoice::Named("weather".into())),
+            max_tokens: Some(100),
+            stop: vec!["END".into()],
+            seed: Some(3),
+            response_format: Some(ResponseFormat::JsonObject),
+            ..ChatRequest::default()
+        };
+        let (url, b) = body(&req);
+        assert_eq!(url, "http://127.0.0.1:9/v1/models/m-1:generateContent");
+        assert_eq!(
+            b["systemInstruction"],
+            json!({"parts": [{"text": "Be brief"}]})
+        );
+        assert_eq!(
+            b["contents"],
+            json!([
+                {"role": "user", "parts": [{"text": "Weather here?"},
+                    {"inlineData": {"mimeType": "image/png", "data": "AAAA"}},
+                    {"fileData": {"fileUri": "https://x.test/a.JPG?s=1", "mimeType": "image/jpeg"}}]},
+                {"role": "model", "parts": [
+                    {"functionCall": {"name": "weather", "args": {"city": "Paris"}}},
+                    {"functionCall": {"name": "time", "args": {}}}]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"name": "weather", "response": {"temp": 21}}},
+                    {"functionResponse": {"name": "time", "response": {"output": "noon"}}},
+                    {"text": "Thanks"}]},
+            ])
+        );
+        assert_eq!(
+            b["tools"],
+            json!([{"functionDeclarations": [{"name": "weather", "description": "W",
+                    "parametersJsonSchema": {"type": "object"}}]}])
+        );
+        assert_eq!(
+            b["toolConfig"],
+            json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["weather"]}})
+        );
+        assert_eq!(
+            b["generationConfig"],
+            json!({"maxOutputTokens": 100, "seed": 3, "stopSequences": ["END"],
+                   "responseMimeType": "application/json"})
+        );
+    }
+
+    #[test]
+    fn history_calls_without_tools_are_declared_and_forbidden() {
+        let req = ChatRequest {
+            messages: messages(json!([
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "boom", "is_error": true},
+            ])),
+            ..ChatRequest::default()
+        };
+        let (_, b) = body(&req);
+        assert_eq!(b["toolConfig"]["functionCallingConfig"]["mode"], "NONE");
+        assert_eq!(b["tools"][0]["functionDeclarations"][0]["name"], "f");
+        assert_eq!(
+            b["contents"][2]["parts"][0]["functionResponse"]["response"],
+            json!({"error": "boom"})
+        );
+    }
+
+    #[test]
+    fn parses_text_calls_usage_and_signatures() {
+        let p = provider(Wire::Gemini);
+        let r = answer(&p, br#"{"candidates":[{"content":{"role":"model","parts":[
+            {"text":"thinking...","thought":true},{"text":"Let me check. "},
+            {"functionCall":{"name":"weather","args":{"city":"Paris"}},"thoughtSignature":"sig"}]},
+            "finishReason":"STOP"}],
+            "usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":8,"thoughtsTokenCount":23,"cachedContentTokenCount":4},
+            "modelVersion":"gemini-2.5-flash"}"#).unwrap();
+        assert_eq!(r.text, "Let me check. ");
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.tool_calls[0].name, "weather");
+        assert_eq!(r.tool_calls[0].arguments_json, r#"{"city":"Paris"}"#);
+        assert!(r.tool_calls[0].id.starts_with("call_"));
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: Some(10),
+                output_tokens: Some(31),
+                cache_read_tokens: Some(4),
+                cache_write_tokens: None,
+                reasoning_tokens: Some(23)
+            }
+        );
+        assert_eq!(r.model.as_deref(), Some("gemini-2.5-flash"));
+        let parts = r.provider_data.unwrap()["gemini"]["parts"].clone();
+        assert_eq!(parts[2]["thoughtSignature"], "sig");
+    }
+
+    #[test]
+    fn thinking_out_of_budget_and_blocked_prompts_are_answers() {
+        let p = provider(Wire::Gemini);
+        let r = answer(
+            &p,
+            br#"{"candidates":[{"content":{"role":"model"},"finishReason":"MAX_TOKENS"}],
+            "usageMetadata":{"promptTokenCount":5,"thoughtsTokenCount":100}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.text.as_str(), r.finish_reason.as_deref()),
+            ("", Some("length"))
+        );
+        assert_eq!(r.usage.output_tokens, Some(100));
+        let r = answer(&p, br#"{"promptFeedback":{"blockReason":"SAFETY"}}"#).unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("content_filter"));
+        let f = answer(&p, br#"{"candidates":[]}"#).unwrap_err();
+        assert!(f.message.contains("no candidates"), "{}", f.message);
+    }
+
+    #[test]
+    fn embeddings() {
+        let p = provider(Wire::Gemini);
+        let req = EmbedRequest {
+            inputs: vec!["a".into(), "b".into()],
+            dimensions: Some(8),
+            ..EmbedRequest::default()
+        };
+        let r = build_embed_request(&p, &req);
+        assert_eq!(r.url, "http://127.0.0.1:9/v1/models/m-1:batchEmbedContents");
+        let b: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            b["requests"][1],
+            json!({"model": "models/m-1", "content": {"parts": [{"text": "b"}]}, "outputDimensionality": 8})
+        );
+        let r = authorize(&p, &r, Some("AIza-key-123"));
+        assert!(r
+            .secret_headers
+            .iter()
+            .any(|(n, v)| n == "x-goog-api-key" && v == "AIza-key-123"));
+    }
+}
