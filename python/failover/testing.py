@@ -146,7 +146,63 @@ def _text_body(wire: str, text: str, model: Optional[str]) -> dict[str, Any]:
                 "cache_read_input_tokens": 0,
             },
         }
-    raise ValueError(f"unknown wire {wire!r}: use 'openai' or 'anthropic'")
+    if wire == "gemini":
+        return {
+            "candidates": [
+                {
+                    "content": {"parts": [{"text": text}], "role": "model"},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 12,
+                "candidatesTokenCount": max(1, len(text.split())),
+                "totalTokenCount": 12 + max(1, len(text.split())),
+            },
+            "modelVersion": model or "gemini-2.5-flash",
+            "responseId": "mock",
+        }
+    if wire == "ollama":
+        return {
+            "model": model or "llama3.2",
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": text},
+            "done_reason": "stop",
+            "done": True,
+            "prompt_eval_count": 12,
+            "eval_count": max(1, len(text.split())),
+        }
+    raise ValueError(f"unknown wire {wire!r}: {_WIRES}")
+
+
+_WIRES = (
+    "use 'openai' (the OpenAI-compatible family and Azure too), 'anthropic', 'gemini' or 'ollama'"
+)
+
+
+def _embeddings_body(wire: str, vectors: Sequence[Sequence[float]], model: Optional[str]) -> Any:
+    rows = [list(v) for v in vectors]
+    if wire in ("openai", "openai_compatible"):
+        return {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(rows)
+            ],
+            "model": model or "text-embedding-3-small",
+            "usage": {"prompt_tokens": 3 * len(rows), "total_tokens": 3 * len(rows)},
+        }
+    if wire == "gemini":
+        return {"embeddings": [{"values": v} for v in rows]}
+    if wire == "ollama":
+        return {
+            "model": model or "nomic-embed-text",
+            "embeddings": rows,
+            "prompt_eval_count": 3 * len(rows),
+        }
+    if wire == "anthropic":
+        raise ValueError("Anthropic has no embeddings API")
+    raise ValueError(f"unknown wire {wire!r}: {_WIRES}")
 
 
 class MockServer:
@@ -213,8 +269,24 @@ class MockServer:
         headers: Optional[Mapping[str, str]] = None,
         delay: float = 0.0,
     ) -> None:
-        """Scripts a realistic successful answer of ``text`` in a wire format."""
+        """Scripts a realistic successful answer of ``text`` in a wire format:
+        ``"openai"`` (also the OpenAI-compatible family and Azure),
+        ``"anthropic"``, ``"gemini"`` or ``"ollama"``."""
         self.push(200, headers=headers, json=_text_body(wire, text, model), delay=delay)
+
+    def push_embeddings(
+        self,
+        vectors: Sequence[Sequence[float]],
+        wire: str = "openai",
+        *,
+        model: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Scripts a successful embeddings answer (one vector per text) in a
+        wire format: ``"openai"``, ``"gemini"`` or ``"ollama"``."""
+        body = _embeddings_body(wire, vectors, model)
+        self.push(200, headers=headers, json=body, delay=delay)
 
     @property
     def requests(self) -> list[RecordedRequest]:
