@@ -123,7 +123,6 @@ class ResponseData:
     def call_id(self) -> str: ...
 
 @final
-@final
 class EmbeddingsData:
     @property
     def vectors(self) -> list[list[float]]: ...
@@ -140,6 +139,7 @@ class EmbeddingsData:
     @property
     def call_id(self) -> str: ...
 
+@final
 class NativeClient:
     def __new__(
         cls,

@@ -167,6 +167,8 @@ pub struct EmbedResponse {
 }
 
 /// What one call asks of a provider.
+// One per call, never in a collection: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Job {
     Chat(ChatRequest),

@@ -524,7 +524,7 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         let provider = configs[index];
         let source = keys[index];
         let built = requests[index].get_or_init(|| {
-            let mut base = providers::build(provider, &job);
+            let mut base = providers::build(provider, job);
             providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
             match source {
                 KeySource::Fixed => {
