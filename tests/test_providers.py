@@ -610,3 +610,17 @@ def test_embedding_vectors_are_plain_floats(mock_server: MockServer) -> None:
     assert type(e.vectors) is list and type(e.vectors[0]) is list
     assert type(e.vectors[0][0]) is float and len(e.vectors[2]) == 1536
     assert "1536" in repr(e) and KEY not in repr(e)
+
+
+def test_the_prompt_command_knows_every_driver(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from failover.__main__ import main
+
+    assert main(["prompt", "Hi", "--provider", "cohere"]) == 2
+    assert "gemini" in capsys.readouterr().err
+    assert main(["prompt", "Hi", "--provider", "azure"]) == 2
+    assert "azure needs a model" in capsys.readouterr().err
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    assert main(["prompt", "Hi", "--provider", "azure:gpt-4o"]) == 2
+    assert "AZURE_OPENAI_ENDPOINT" in capsys.readouterr().err

@@ -9,13 +9,21 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import (
+    XAI,
     Anthropic,
+    Azure,
     CallFailed,
     Client,
+    DeepSeek,
     FailedOver,
     FailoverError,
+    Gemini,
+    Groq,
+    Mistral,
+    Ollama,
     OpenAI,
     OpenAICompatible,
+    OpenRouter,
     Provider,
     RetryScheduled,
 )
@@ -122,13 +130,38 @@ def _attempt(a: Any) -> str:
     return f"{a.provider} {outcome}"
 
 
-_DRIVERS: dict[str, type[Provider]] = {"openai": OpenAI, "anthropic": Anthropic}
-_DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
+_DRIVERS: dict[str, type[Provider]] = {
+    "anthropic": Anthropic,
+    "openai": OpenAI,
+    "gemini": Gemini,
+    "groq": Groq,
+    "mistral": Mistral,
+    "deepseek": DeepSeek,
+    "xai": XAI,
+    "openrouter": OpenRouter,
+    "azure": Azure,
+    "ollama": Ollama,
+}
+#: A model for each driver when none is given (Azure needs its deployment's name).
+_DEFAULT_MODELS = {
+    "anthropic": "claude-haiku-4-5",
+    "openai": "gpt-4.1-mini",
+    "gemini": "gemini-2.5-flash",
+    "groq": "llama-3.3-70b-versatile",
+    "mistral": "mistral-small-latest",
+    "deepseek": "deepseek-chat",
+    "xai": "grok-4-1-fast-non-reasoning",
+    "openrouter": "openrouter/auto",
+    "ollama": "llama3.2",
+}
 
 
 def prompt(args: argparse.Namespace) -> int:
+    # Without --provider: every driver whose key variable is set, in table order.
     specs = args.provider or [
-        name for name in ("anthropic", "openai") if os.environ.get(f"{name.upper()}_API_KEY")
+        name
+        for name, cls in _DRIVERS.items()
+        if name in _DEFAULT_MODELS and cls.env_var and os.environ.get(cls.env_var)
     ]
     if not specs:
         print(
@@ -141,7 +174,15 @@ def prompt(args: argparse.Namespace) -> int:
         if driver not in _DRIVERS:
             print(f"unknown provider {driver!r}: use one of {sorted(_DRIVERS)}", file=sys.stderr)
             return 2
-        providers[driver] = _DRIVERS[driver](model=model or _DEFAULT_MODELS[driver])
+        model = model or _DEFAULT_MODELS.get(driver, "")
+        if not model:
+            print(f"{driver} needs a model: --provider {driver}:NAME", file=sys.stderr)
+            return 2
+        try:
+            providers[driver] = _DRIVERS[driver](model)
+        except FailoverError as exc:
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
     try:
         client = Client(providers, deadline=args.deadline)
         r = client.prompt(args.text)
