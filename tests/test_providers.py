@@ -624,3 +624,18 @@ def test_the_prompt_command_knows_every_driver(
     monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
     assert main(["prompt", "Hi", "--provider", "azure:gpt-4o"]) == 2
     assert "AZURE_OPENAI_ENDPOINT" in capsys.readouterr().err
+
+
+def test_errors_name_the_model_the_call_asked_for(mock_server: MockServer) -> None:
+    client = failover.Client(
+        {"openai": openai(mock_server, embedding_model="te-3-small")},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    mock_server.push(status=400, json={"error": {"message": "bad"}})
+    with pytest.raises(failover.BadRequest) as info:
+        client.embed("x")
+    assert info.value.model == "te-3-small"
+    mock_server.push(status=400, json={"error": {"message": "bad"}})
+    with pytest.raises(failover.BadRequest) as info:
+        client.prompt("x", model="gpt-5")
+    assert info.value.model == "gpt-5"

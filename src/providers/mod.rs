@@ -207,6 +207,14 @@ pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
     }
 }
 
+/// The model `job` asks `provider` for (what an error about it names).
+pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
+    match job {
+        Job::Chat(request) => request.model.as_deref().unwrap_or(&provider.model),
+        Job::Embed(request) => embedding_model(provider, request),
+    }
+}
+
 /// A response to `job` -> the answer, or the failure it describes.
 pub fn parse_reply(
     provider: &ProviderConfig,

@@ -489,7 +489,22 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
         interrupt,
         mut interrupted,
     } = call;
-    let configs: Vec<&ProviderConfig> = chain.iter().map(|&i| &inner.providers[i]).collect();
+    // Each provider as this call uses it: with the model the call asks for
+    // (a per-call `model=`, an embedding model), which errors and events name.
+    let used: Vec<std::borrow::Cow<ProviderConfig>> = chain
+        .iter()
+        .map(|&i| {
+            let config = &inner.providers[i];
+            match providers::job_model(config, &job) {
+                model if model == config.model => std::borrow::Cow::Borrowed(config),
+                model => std::borrow::Cow::Owned(ProviderConfig {
+                    model: model.to_string(),
+                    ..config.clone()
+                }),
+            }
+        })
+        .collect();
+    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
     let keys: Vec<&KeySource> = chain.iter().map(|&i| &inner.keys[i]).collect();
     let unable: Vec<Option<String>> = configs
         .iter()
