@@ -317,10 +317,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data,
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::string_at(json, "model"),
         finish_reason: json
             .get("stop_reason")
             .and_then(Value::as_str)

@@ -246,18 +246,9 @@ pub(super) fn key_header(key: &str) -> (String, String) {
     ("x-goog-api-key".to_string(), key.to_string())
 }
 
-/// A tool-call id for a call Gemini made without one: unique, so the
-/// history's results pair with their calls on every wire.
-fn new_call_id() -> String {
-    format!("call_{:016x}", rand::random::<u64>())
-}
-
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let usage = json.get("usageMetadata").cloned().unwrap_or(Value::Null);
-    let model = json
-        .get("modelVersion")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let model = super::string_at(json, "modelVersion");
     let candidate = json
         .get("candidates")
         .and_then(Value::as_array)
@@ -302,7 +293,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
                     .get("id")
                     .and_then(Value::as_str)
                     .filter(|id| !id.is_empty())
-                    .map_or_else(new_call_id, str::to_string),
+                    .map_or_else(super::new_call_id, str::to_string),
                 name: name.to_string(),
                 arguments_json: args.to_string(),
             });

@@ -649,6 +649,49 @@ fn u64_at(value: &Value, path: &[&str]) -> Option<u64> {
     path.iter().try_fold(value, |v, key| v.get(key))?.as_u64()
 }
 
+/// A tool-call id for a call its wire made without one (Gemini, Ollama):
+/// unique, so the history's results pair with their calls on every wire.
+fn new_call_id() -> String {
+    format!("call_{:016x}", rand::random::<u64>())
+}
+
+/// A `{"id"?, "function": {"name", "arguments"}}` tool call, as Chat
+/// Completions and Ollama write them; `id` is what to use when it has none
+/// (`None`: an id is required).
+fn function_call(call: &Value, id: Option<fn() -> String>) -> Result<ToolCall, String> {
+    let function = call
+        .get("function")
+        .ok_or("a tool call without a function")?;
+    let given = call
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty());
+    let id = match (given, id) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(make)) => make(),
+        (None, None) => return Err("a tool call without an id".into()),
+    };
+    Ok(ToolCall {
+        id,
+        name: function
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("a tool call without a name")?
+            .to_string(),
+        // As the model wrote them: not always valid JSON (Ollama sends an object).
+        arguments_json: match function.get("arguments") {
+            Some(Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+            None => "{}".to_string(),
+        },
+    })
+}
+
+/// A string field of an answer, owned.
+fn string_at(json: &Map<String, Value>, key: &str) -> Option<String> {
+    json.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
 /// A JSON array of numbers as a vector.
 fn floats(value: &Value) -> Result<Vec<f64>, String> {
     let items = value.as_array().ok_or("an embedding that is not a list")?;

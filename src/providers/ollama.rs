@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
-use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolChoice};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -129,12 +129,6 @@ pub(super) fn unable(request: &ChatRequest) -> Option<String> {
     }
 }
 
-/// A tool-call id for a call Ollama made (it gives none): unique, so the
-/// history's results pair with their calls on every wire.
-fn new_call_id() -> String {
-    format!("call_{:016x}", rand::random::<u64>())
-}
-
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let message = json.get("message").ok_or("no message in the response")?;
     let text = match message.get("content") {
@@ -145,26 +139,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
-            let function = call
-                .get("function")
-                .ok_or("a tool call without a function")?;
-            let name = function
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or("a tool call without a name")?;
-            tool_calls.push(ToolCall {
-                id: call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|id| !id.is_empty())
-                    .map_or_else(new_call_id, str::to_string),
-                name: name.to_string(),
-                arguments_json: match function.get("arguments") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
-                    None => "{}".to_string(),
-                },
-            });
+            tool_calls.push(super::function_call(call, Some(super::new_call_id))?);
         }
     }
     let finish = match json.get("done_reason").and_then(Value::as_str) {
@@ -176,10 +151,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data: None,
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::string_at(json, "model"),
         finish_reason: Some(finish),
         usage: Usage {
             input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
@@ -211,10 +183,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         .collect::<Result<_, _>>()?;
     Ok(EmbedResponse {
         vectors,
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::string_at(json, "model"),
         usage: Usage {
             input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
             ..Usage::default()

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::{
     u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage, Wire,
 };
-use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -176,27 +176,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
-            let function = call
-                .get("function")
-                .ok_or("a tool call without a function")?;
-            tool_calls.push(ToolCall {
-                id: call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .ok_or("a tool call without an id")?
-                    .to_string(),
-                name: function
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or("a tool call without a name")?
-                    .to_string(),
-                // As the model wrote them: not always valid JSON.
-                arguments_json: match function.get("arguments") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
-                    None => "{}".to_string(),
-                },
-            });
+            tool_calls.push(super::function_call(call, None)?);
         }
     }
     // Groq has reported usage under `x_groq` as well as (or instead of) `usage`.
@@ -210,10 +190,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data: None,
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::string_at(json, "model"),
         // A refusal is a content filter's answer, whatever finish_reason says.
         finish_reason: if refused {
             Some("content_filter".to_string())
@@ -284,10 +261,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
     let usage = json.get("usage").cloned().unwrap_or(Value::Null);
     Ok(EmbedResponse {
         vectors: vectors.into_iter().map(Option::unwrap_or_default).collect(),
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::string_at(json, "model"),
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             ..Usage::default()
