@@ -391,27 +391,7 @@ ASPECTS = ("request", "response", "usage", "error", "embeddings", "vectors")
 
 # Cases where failover's behaviour is wrong per DESIGN.md: (aspect, id) -> reason (strict xfail
 # of the tests of that aspect for that recording, so every other aspect is still checked).
-KNOWN_DISCREPANCIES: dict[tuple[str, str], str] = {
-    (
-        "usage",
-        "xai/chat_basic_chat_functionality_xai_grok-4-1-fast-non-reasoning_can_have_a_basic_"
-        "conversation.yml#0",
-    ): (
-        "xAI counts reasoning outside completion_tokens (total_tokens 254 = prompt_tokens 137 + "
-        "completion_tokens 1 + reasoning_tokens 116); DESIGN §2: output_tokens includes the "
-        "reasoning tokens, so 117, but failover reports output_tokens=1 with reasoning_tokens=116"
-    ),
-    (
-        "vectors",
-        "openai/embedding_basic_functionality_openai_text-embedding-3-small_can_handle_a_single_"
-        "text_with_custom_dimensions.yml#0",
-    ): (
-        "6 of the 768 recorded floats come back 1 ULP off (-0.0036144256591796875 as "
-        "-0.003614425659179687, -0.0018854141235351562 as -0.001885414123535156, ...): the "
-        "17-digit decimals are not read correctly rounded (serde_json without its "
-        "float_roundtrip feature), so the vector is not the one the provider sent"
-    ),
-}
+KNOWN_DISCREPANCIES: dict[tuple[str, str], str] = {}
 
 SUCCESSES = [r for r in RECORDINGS if r.kind == "chat" and r.status == 200]
 EMBEDDINGS = [r for r in RECORDINGS if r.kind == "embed" and r.status == 200]

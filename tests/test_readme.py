@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -20,7 +21,8 @@ def test_the_readme_testing_example_passes(mock_server, fake_sleep):
 def test_every_python_block_in_the_readme_compiles():
     # Not run (they call real providers), but each is valid Python as written:
     # no `await` outside an async function, no stray syntax.
+    # A block inside a list item is indented with it.
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 3
     for block in blocks:
-        compile(block, str(README), "exec")
+        compile(textwrap.dedent(block), str(README), "exec")

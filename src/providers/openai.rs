@@ -202,7 +202,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         },
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
-            output_tokens: u64_at(&usage, &["completion_tokens"]),
+            output_tokens: output_tokens(&usage),
             cache_read_tokens: u64_at(&usage, &["prompt_tokens_details", "cached_tokens"]),
             // OpenRouter reports cache writes here; OpenAI itself does not.
             cache_write_tokens: u64_at(&usage, &["prompt_tokens_details", "cache_write_tokens"]),
@@ -212,6 +212,24 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         raw: String::new(),
         status: 200,
     })
+}
+
+/// Every output token, reasoning included. OpenAI counts reasoning inside
+/// `completion_tokens`; xAI counts it beside them, which its
+/// `total_tokens` shows (prompt + completion + reasoning): then it is added.
+fn output_tokens(usage: &Value) -> Option<u64> {
+    let completion = u64_at(usage, &["completion_tokens"])?;
+    let reasoning = u64_at(usage, &["completion_tokens_details", "reasoning_tokens"]);
+    let prompt = u64_at(usage, &["prompt_tokens"]);
+    let total = u64_at(usage, &["total_tokens"]);
+    match (reasoning, prompt, total) {
+        (Some(reasoning), Some(prompt), Some(total))
+            if reasoning > 0 && prompt + completion + reasoning == total =>
+        {
+            Some(completion + reasoning)
+        }
+        _ => Some(completion),
+    }
 }
 
 /// The embeddings endpoint: `{"model", "input": [...]}`, and the
@@ -394,5 +412,32 @@ mod tests {
             ("", Some("tool_calls"))
         );
         assert_eq!(r.tool_calls[0].arguments_json, "{\"city\": \"Paris\"}");
+    }
+
+    #[test]
+    fn reasoning_counted_beside_completion_is_added_to_the_output() {
+        let p = provider(Wire::OpenAI);
+        let usage = |u: &str| {
+            let body = format!(r#"{{"choices":[{{"message":{{"content":"4"}}}}],"usage":{u}}}"#);
+            super::super::tests::answer(&p, body.as_bytes())
+                .unwrap()
+                .usage
+        };
+        // xAI: total = prompt + completion + reasoning.
+        let xai = usage(
+            r#"{"prompt_tokens":137,"completion_tokens":1,"total_tokens":254,"completion_tokens_details":{"reasoning_tokens":116}}"#,
+        );
+        assert_eq!(
+            (xai.output_tokens, xai.reasoning_tokens),
+            (Some(117), Some(116))
+        );
+        // OpenAI: reasoning is already inside completion_tokens.
+        let openai = usage(
+            r#"{"prompt_tokens":10,"completion_tokens":50,"total_tokens":60,"completion_tokens_details":{"reasoning_tokens":40}}"#,
+        );
+        assert_eq!(
+            (openai.output_tokens, openai.reasoning_tokens),
+            (Some(50), Some(40))
+        );
     }
 }
