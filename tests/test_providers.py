@@ -74,8 +74,8 @@ def test_gemini_chat_request_and_answer(mock_server: MockServer, call: Callable[
     assert r.usage == failover.Usage(
         input_tokens=10, output_tokens=32, cache_read_tokens=4, reasoning_tokens=30
     )
-    # The signed parts go back verbatim to Gemini.
-    assert r.message["provider_data"]["gemini"]["parts"][0]["thoughtSignature"] == "c2ln"
+    # The text's thought signature goes back on it to Gemini.
+    assert r.message["provider_data"] == {"gemini": {"text": "c2ln"}}
     [request] = mock_server.requests
     assert request.path == "/models/gemini-2.5-flash:generateContent"
     assert request.headers["x-goog-api-key"] == GEMINI_KEY
@@ -137,7 +137,13 @@ def test_gemini_tool_loop_and_structured_output(mock_server: MockServer) -> None
     assert second["contents"][1:] == [
         {
             "role": "model",
-            "parts": [{"functionCall": {"name": "weather", "args": {"city": "Oslo"}}}],
+            "parts": [
+                {
+                    "functionCall": {"name": "weather", "args": {"city": "Oslo"}},
+                    # Unsigned (no thinking): the documented stand-in goes with it.
+                    "thoughtSignature": "skip_thought_signature_validator",
+                }
+            ],
         },
         {
             "role": "user",
@@ -639,3 +645,278 @@ def test_errors_name_the_model_the_call_asked_for(mock_server: MockServer) -> No
     with pytest.raises(failover.BadRequest) as info:
         client.prompt("x", model="gpt-5")
     assert info.value.model == "gpt-5"
+
+
+def test_gemini_signatures_go_back_on_their_parts_and_edits_are_kept(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push(
+        json={
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {"text": "Checking."},
+                            {"functionCall": {"name": "a", "args": {}}, "thoughtSignature": "s1"},
+                            {"functionCall": {"name": "b", "args": {}}},
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    mock_server.push_text("done", wire="gemini")
+    mock_server.push_text("done", wire="gemini")
+    client = failover.Client({"g": gemini(mock_server)})
+    tools = [failover.Tool("a"), failover.Tool("b")]
+    r = client.prompt("Go", tools=tools)
+    first, _second = r.tool_calls
+    # The caller keeps only the first call, and edits the text.
+    message = {**r.message, "content": "EDITED", "tool_calls": r.message["tool_calls"][:1]}
+    history = ["Go", message, {"role": "tool", "tool_call_id": first.id, "content": "ok"}]
+    client.prompt([{"role": "user", "content": "Go"}, *history[1:]], tools=tools)
+    sent = mock_server.requests[1].json["contents"][1]
+    assert sent == {
+        "role": "model",
+        "parts": [
+            {"text": "EDITED"},
+            {"functionCall": {"name": "a", "args": {}}, "thoughtSignature": "s1"},
+        ],
+    }
+    # A call another model wrote gets the signature Google documents for that.
+    foreign = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_x", "type": "function", "function": {"name": "a", "arguments": "{}"}}
+        ],
+    }
+    client.prompt(
+        [
+            {"role": "user", "content": "Go"},
+            foreign,
+            {"role": "tool", "tool_call_id": "call_x", "content": "ok"},
+        ],
+        tools=tools,
+    )
+    part = mock_server.requests[2].json["contents"][1]["parts"][0]
+    assert part["thoughtSignature"] == "skip_thought_signature_validator"
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "match"),
+    [
+        (
+            {"candidates": [{"content": {"parts": []}, "finishReason": "MALFORMED_FUNCTION_CALL"}]},
+            failover.ServerError,
+            "unusable function call",
+        ),
+    ],
+)
+def test_gemini_answers_that_are_failures(
+    mock_server: MockServer, answer: Any, error: type, match: str
+) -> None:
+    mock_server.push(json=answer)
+    client = failover.Client(
+        {"g": gemini(mock_server)}, retry=failover.RetryPolicy(max_retries_last=0)
+    )
+    with pytest.raises(error, match=match):
+        client.prompt("Hi")
+
+
+def test_failures_inside_a_200_are_retried_not_answers(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(
+        json={
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "The answer is"},
+                    "finish_reason": "insufficient_system_resource",
+                }
+            ]
+        }
+    )
+    mock_server.push(
+        json={
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "error",
+                    "message": {"role": "assistant", "content": ""},
+                    "error": {"code": 502, "message": "upstream died"},
+                }
+            ]
+        }
+    )
+    backup_server.push_text("whole answer")
+    backup_server.push_text("whole answer")
+    client = failover.Client(
+        {
+            "deepseek": failover.DeepSeek("deepseek-chat", api_key=KEY, base_url=mock_server.url),
+            "backup": openai(backup_server),
+        },
+        retry=failover.RetryPolicy(max_retries=0),
+        sleeper=FakeSleeper(),
+    )
+    r = client.prompt("Hi")
+    assert (r.provider, r.text) == ("backup", "whole answer")
+    assert [(a.status, a.kind) for a in r.attempts] == [(503, "overloaded"), (200, None)]
+    r = client.prompt("Hi")
+    assert [(a.status, a.kind) for a in r.attempts] == [(502, "overloaded"), (200, None)]
+
+
+def test_mistral_reasoning_blocks_and_deepseek_cache_hits(mock_server: MockServer) -> None:
+    mock_server.push(
+        json={
+            "model": "magistral-medium-latest",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+                            {"type": "text", "text": "Answer"},
+                        ],
+                    },
+                }
+            ],
+        }
+    )
+    mock_server.push(
+        json={
+            "model": "deepseek-chat",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "x"}}],
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "prompt_cache_hit_tokens": 8,
+                "prompt_cache_miss_tokens": 2,
+            },
+        }
+    )
+    client = failover.Client(
+        {
+            "m": failover.Mistral("magistral-medium-latest", api_key=KEY, base_url=mock_server.url),
+            "d": failover.DeepSeek("deepseek-chat", api_key=KEY, base_url=mock_server.url),
+        }
+    )
+    assert client.prompt("Hi", provider="m").text == "Answer"
+    assert client.prompt("Hi", provider="d").usage.cache_read_tokens == 8
+
+
+def test_huge_usage_numbers_saturate_instead_of_failing(mock_server: MockServer) -> None:
+    top = 2**64 - 1
+    mock_server.push(
+        json={
+            "candidates": [{"content": {"parts": [{"text": "h"}]}, "finishReason": "STOP"}],
+            "usageMetadata": {
+                "promptTokenCount": top,
+                "toolUsePromptTokenCount": 5,
+                "candidatesTokenCount": top,
+                "thoughtsTokenCount": 1,
+            },
+        }
+    )
+    client = failover.Client({"g": gemini(mock_server)})
+    r = client.prompt("x")
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (top, top)
+
+
+def test_model_names_that_would_change_the_url_are_refused(mock_server: MockServer) -> None:
+    for bad in ("gem#x", "gem?x", "../x", "a/b", ".."):
+        with pytest.raises(failover.ConfigurationError, match="Gemini model"):
+            failover.Gemini(bad, api_key=GEMINI_KEY)
+    failover.Gemini("models/gemini-2.5-flash", api_key=GEMINI_KEY)
+    failover.Gemini("tunedModels/my-model-1", api_key=GEMINI_KEY)
+    for bad in ("..", ".", "a/b", "dep?x"):
+        with pytest.raises(failover.ConfigurationError, match="deployment name"):
+            failover.Azure(bad, endpoint="https://r.openai.azure.com", api_key=KEY)
+        with pytest.raises(failover.ConfigurationError, match="deployment name"):
+            failover.Azure(
+                "ok", endpoint="https://r.openai.azure.com", api_key=KEY, embedding_model=bad
+            )
+    for version in ("v1", "preview", "2024-1-1", "2024-10-21-previewx"):
+        with pytest.raises(failover.ConfigurationError, match="api_version"):
+            failover.Azure("d", endpoint="https://r.openai.azure.com", api_version=version)
+    failover.Azure(
+        "d", endpoint="https://r.openai.azure.com", api_version="2025-04-01-preview", api_key=KEY
+    )
+    with pytest.raises(failover.ConfigurationError, match="endpoint must be"):
+        failover.Azure("d", endpoint="ftp://x", api_key=KEY)
+    client = failover.Client(
+        {
+            "az": failover.Azure("dep", endpoint=mock_server.url, api_key=KEY),
+            "g": gemini(mock_server),
+        }
+    )
+    for provider, bad in (("az", "../x?y"), ("g", "gem#x")):
+        with pytest.raises(failover.ConfigurationError, match="model="):
+            client.prompt("hi", provider=provider, model=bad)
+        with pytest.raises(failover.ConfigurationError, match="model="):
+            client.embed("hi", provider=provider, model=bad)
+    assert mock_server.requests == []
+
+
+def test_embed_refuses_a_gemini_batch_too_big_and_ragged_vectors(mock_server: MockServer) -> None:
+    client = failover.Client(
+        {"g": gemini(mock_server)}, retry=failover.RetryPolicy(max_retries_last=0)
+    )
+    with pytest.raises(failover.ConfigurationError, match="at most 100"):
+        client.embed(["t"] * 150)
+    with pytest.raises(failover.ConfigurationError, match=r"texts\[1\] is a int"):
+        client.embed(["a", 3])  # type: ignore[list-item]
+    mock_server.push(json={"embeddings": [{"values": [1.0, 2.0]}, {"values": [1.0]}]})
+    with pytest.raises(failover.ServerError, match="different lengths"):
+        client.embed(["a", "b"])
+    with pytest.raises(ValueError, match="finite"):
+        mock_server.push_embeddings([[float("nan")]])
+
+
+def test_a_404_hint_fits_the_wire(mock_server: MockServer) -> None:
+    client = failover.Client(
+        {"local": ollama(mock_server), "g": gemini(mock_server)},
+        retry=failover.RetryPolicy(max_retries=0, max_retries_last=0),
+    )
+    mock_server.push(status=404, body="404 page not found")
+    with pytest.raises(failover.ModelNotFound, match="localhost:11434"):
+        client.prompt("x", provider="local")
+    mock_server.push(status=404, body="Not Found")
+    with pytest.raises(failover.ModelNotFound, match="v1beta"):
+        client.prompt("x", provider="g")
+
+
+def test_the_prompt_command_may_name_one_driver_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from failover import __main__ as cli
+
+    seen: dict[str, Any] = {}
+
+    class Recorder(failover.Client):
+        def prompt(self, *args: Any, **kwargs: Any) -> Any:
+            seen.update(self.providers)
+            raise failover.FailoverError("stop here")
+
+    monkeypatch.setattr(cli, "Client", Recorder)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test-123456")
+    assert cli.main(["prompt", "Hi", "--provider", "openai:a", "--provider", "openai:b"]) == 1
+    assert [p.model for p in seen.values()] == ["a", "b"]
+    monkeypatch.delenv("OPENAI_API_KEY")
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "GROQ_API_KEY",
+        "MISTRAL_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "XAI_API_KEY",
+        "OPENROUTER_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "google-cli-123456")
+    seen.clear()
+    assert cli.main(["prompt", "Hi"]) == 1
+    assert [type(p).__name__ for p in seen.values()] == ["Gemini"]

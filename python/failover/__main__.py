@@ -161,7 +161,8 @@ def prompt(args: argparse.Namespace) -> int:
     specs = args.provider or [
         name
         for name, cls in _DRIVERS.items()
-        if name in _DEFAULT_MODELS and cls.env_var and os.environ.get(cls.env_var)
+        if name in _DEFAULT_MODELS
+        and any(os.environ.get(v) for v in (cls.env_var, *cls.env_fallbacks) if v)
     ]
     if not specs:
         print(
@@ -178,8 +179,13 @@ def prompt(args: argparse.Namespace) -> int:
         if not model:
             print(f"{driver} needs a model: --provider {driver}:NAME", file=sys.stderr)
             return 2
+        # Named as given, so one driver may appear twice with two models.
+        name = spec
+        if name in providers:
+            print(f"--provider {spec} is given twice", file=sys.stderr)
+            return 2
         try:
-            providers[driver] = _DRIVERS[driver](model)
+            providers[name] = _DRIVERS[driver](model)
         except FailoverError as exc:
             print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
             return 2

@@ -358,10 +358,14 @@ class Client:
             chain = [self._index[n] for n in names]
         if model is not None and len(chain) != 1:
             raise ConfigurationError("model= is allowed only when a single provider is named")
-        if model is not None and (not isinstance(model, str) or not model.strip()):
-            raise ConfigurationError(
-                f"model= must be a model name (a non-empty str), got {model!r}"
-            )
+        if model is not None:
+            if not isinstance(model, str) or not model.strip():
+                raise ConfigurationError(
+                    f"model= must be a model name (a non-empty str), got {model!r}"
+                )
+            problem = self._providers[self._names[chain[0]]]._model_problem(model)
+            if problem is not None:
+                raise ConfigurationError(f"model=: {problem}")
         policy = retry if retry is not None else self._retry
         if not isinstance(policy, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {policy!r}")
@@ -538,10 +542,15 @@ class Client:
     ) -> EmbedArgs:
         if isinstance(texts, str):
             texts = [texts]
-        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+        if not isinstance(texts, (list, tuple)):
             raise ConfigurationError(
                 f"embed() takes a str or a list of str, got {type(texts).__name__}"
             )
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ConfigurationError(
+                    f"embed() takes a str or a list of str; texts[{i}] is a {type(text).__name__}"
+                )
         if not texts:
             raise ConfigurationError("embed() needs at least one text")
         if dimensions is not None:

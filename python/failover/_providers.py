@@ -81,6 +81,10 @@ class Provider:
                     f"{owner} embedding_model must be a model name (a non-empty str), "
                     f"got {embedding_model!r}"
                 )
+        for what, name in (("model", model), ("embedding_model", embedding_model)):
+            problem = self._model_problem(name) if name is not None else None
+            if problem is not None:
+                raise ConfigurationError(f"{owner} {what}: {problem}")
         self.embedding_model = embedding_model
         url = base_url if base_url is not None else self.default_base_url
         if not isinstance(url, str) or not url:
@@ -112,6 +116,12 @@ class Provider:
         self._api_key = api_key
         self._env_var = self.env_var
         self._key_required = self.key_required
+
+    def _model_problem(self, model: str) -> Optional[str]:
+        """Why ``model`` cannot be sent to this provider, or ``None``. Wires
+        that put the model in the URL path (Gemini, Azure) refuse what would
+        change the path."""
+        return None
 
     def _resolve_key(self, name: str) -> Optional[ApiKey]:
         """The key to send, checked; raises ConfigurationError naming what is missing."""
@@ -185,6 +195,16 @@ class Provider:
         return f"{type(self).__name__}(model={self.model!r}, base_url={url!r})"
 
 
+def _is_path_segment(name: str) -> bool:
+    """Whether ``name`` is one URL path segment as it is: no separator, no
+    query or fragment, no dot segment."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
+    )
+
+
 def _checked_headers(owner: str, headers: object) -> dict[str, str]:
     """Headers the transport can send as given: names and values it can
     carry, none of the framing headers it writes itself."""
@@ -256,13 +276,27 @@ def _url_has_credentials(url: str) -> bool:
         return True  # unreadable: treated as the worst case
 
 
-def _checked_url(owner: str, url: str) -> str:
+def _is_api_version(version: object) -> bool:
+    """``2024-10-21`` or ``2025-04-01-preview``."""
+    if not isinstance(version, str):
+        return False
+    date, _, suffix = version.partition("-preview")
+    parts = date.split("-")
+    return (
+        suffix == ""
+        and len(parts) == 3
+        and [len(p) for p in parts] == [4, 2, 2]
+        and all(p.isascii() and p.isdigit() for p in parts)
+    )
+
+
+def _checked_url(owner: str, url: str, what: str = "base_url") -> str:
     """``url`` if the transport can use it, read exactly as the transport
     will (so a bad one fails here, not at call time)."""
     problem = _url_problem(url)
     if problem is not None:
         raise ConfigurationError(
-            f"{owner} base_url must be an http(s) URL with a host; "
+            f"{owner} {what} must be an http(s) URL with a host; "
             f"{_display_url(url)!r} is not: {problem}"
         )
     return url
@@ -327,6 +361,16 @@ class Gemini(Provider):
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
 
+    def _model_problem(self, model: str) -> Optional[str]:
+        # `gemini-2.5-flash`, or a resource name: `models/...`, `tunedModels/...`.
+        collection, _, name = model.rpartition("/")
+        if collection not in ("", "models", "tunedModels") or not _is_path_segment(name):
+            return (
+                f"{model!r} is not a Gemini model name (letters, digits, '-', '_', '.', "
+                "optionally after models/ or tunedModels/)"
+            )
+        return None
+
 
 class Ollama(Provider):
     """Ollama's native API (``/api/chat``, ``/api/embed``) at
@@ -367,21 +411,10 @@ class Azure(Provider):
         params: Optional[Mapping[str, Any]] = None,
         embedding_model: Optional[str] = None,
     ) -> None:
-        if (
-            not isinstance(deployment, str)
-            or not deployment
-            or any(not (c.isalnum() or c in "-_.") for c in deployment)
-        ):
+        if not isinstance(deployment, str) or not _is_path_segment(deployment):
             raise ConfigurationError(
                 f"Azure deployment must be a deployment name (letters, digits, '-', '_', '.'), "
                 f"got {deployment!r}"
-            )
-        if embedding_model is not None and (
-            not isinstance(embedding_model, str)
-            or any(not (c.isalnum() or c in "-_.") for c in embedding_model)
-        ):
-            raise ConfigurationError(
-                f"Azure embedding_model must be a deployment name, got {embedding_model!r}"
             )
         if endpoint is None:
             endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT") or None
@@ -391,17 +424,13 @@ class Azure(Provider):
                 )
         if not isinstance(endpoint, str) or not endpoint.strip():
             raise ConfigurationError(f"Azure endpoint must be a URL (a str), got {endpoint!r}")
-        if api_version is not None and (
-            not isinstance(api_version, str)
-            or not api_version
-            or any(not (c.isalnum() or c in "-._") for c in api_version)
-        ):
+        if api_version is not None and not _is_api_version(api_version):
             raise ConfigurationError(
-                f"Azure api_version must look like '2024-10-21' (or None for the v1 API), "
-                f"got {api_version!r}"
+                f"Azure api_version must be a dated version like '2024-10-21' or "
+                f"'2025-04-01-preview' (or None for the v1 API), got {api_version!r}"
             )
         endpoint = endpoint.strip().rstrip("/")
-        _checked_url("Azure", endpoint)
+        _checked_url("Azure", endpoint, what="endpoint")
         if endpoint.endswith("/openai") or "/openai/" in endpoint:
             raise ConfigurationError(
                 f"Azure endpoint is the resource URL (https://NAME.openai.azure.com), "
@@ -429,6 +458,11 @@ class Azure(Provider):
         self.deployment = deployment
         self.endpoint = endpoint
         self.api_version = api_version
+
+    def _model_problem(self, model: str) -> Optional[str]:
+        if not _is_path_segment(model):
+            return f"{model!r} is not a deployment name (letters, digits, '-', '_', '.')"
+        return None
 
     def _spec(self, name: str) -> ProviderSpec:
         spec = super()._spec(name)

@@ -182,7 +182,17 @@ _WIRES = (
 
 
 def _embeddings_body(wire: str, vectors: Sequence[Sequence[float]], model: Optional[str]) -> Any:
+    if isinstance(vectors, (str, bytes)) or not all(
+        isinstance(v, Sequence) and not isinstance(v, (str, bytes)) for v in vectors
+    ):
+        raise ValueError("vectors is a list of vectors, each a list of floats")
     rows = [list(v) for v in vectors]
+    if not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        for row in rows
+        for x in row
+    ):
+        raise ValueError("every vector value must be a finite number (JSON has no NaN)")
     if wire in ("openai", "openai_compatible"):
         return {
             "object": "list",

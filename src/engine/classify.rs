@@ -232,8 +232,14 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
         || has_code("insufficient_quota")
         || says("credit balance")
         || says("insufficient credits")
+        // xAI: "doesn't have any credits yet" (403), "used all available credits" (429).
+        || (matches!(status, 403 | 429) && (says("any credits") || says("available credits")))
     {
         return ErrorKind::InsufficientCredits;
+    }
+    // A moderation verdict (OpenRouter's 403 "flagged") is about the input, not the key.
+    if status == 403 && (says("flagged") || says("moderation")) {
+        return ErrorKind::BadRequest;
     }
     if status == 401 || status == 403 {
         return ErrorKind::Auth;
@@ -244,6 +250,10 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
         || says("context length")
         || says("context window")
         || says("prompt is too long")
+        // Gemini: "The input token count (1200000) exceeds the maximum number of tokens allowed".
+        || (says("token count") && says("exceeds the maximum"))
+        // xAI: "This model's maximum prompt length is 131072 but the request contains ...".
+        || says("maximum prompt length")
         || (status == 429 && says("request too large"))
     {
         return ErrorKind::TooLarge;
@@ -257,7 +267,13 @@ pub fn classify_status(status: u16, body: &ErrorBody, overloaded: &[u16]) -> Err
     {
         return ErrorKind::Auth;
     }
-    if status == 429 || has_code("resource_exhausted") {
+    // A rate limit named by code (an error inside a 200 carries no 429).
+    if status == 429
+        || has_code("resource_exhausted")
+        || has_code("rate_limit_exceeded")
+        || has_code("rate_limit_error")
+        || has_code("rate_limited")
+    {
         return ErrorKind::RateLimited;
     }
     if overloaded.contains(&status) {
@@ -290,6 +306,48 @@ mod tests {
 
     #[test]
     fn every_row_of_the_table() {
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#
+            ),
+            TooLarge
+        );
+        assert_eq!(
+            kind(
+                400,
+                r#"{"code":"x","error":"This model's maximum prompt length is 131072 but the request contains 200000 tokens."}"#
+            ),
+            TooLarge
+        );
+        assert_eq!(
+            kind(
+                403,
+                r#"{"error":{"code":403,"message":"Input flagged by moderation"}}"#
+            ),
+            BadRequest
+        );
+        assert_eq!(
+            kind(
+                403,
+                r#"{"code":"x","error":"Your team doesn't have any credits yet."}"#
+            ),
+            InsufficientCredits
+        );
+        assert_eq!(
+            kind(
+                429,
+                r#"{"code":"x","error":"You have used all available credits."}"#
+            ),
+            InsufficientCredits
+        );
+        assert_eq!(
+            kind(
+                500,
+                r#"{"error":{"code":"rate_limit_exceeded","message":"slow"}}"#
+            ),
+            RateLimited
+        );
         assert_eq!(
             kind(
                 429,

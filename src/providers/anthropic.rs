@@ -327,8 +327,8 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             // cache reads and writes included; the cache figures are parts.
             input_tokens: u64_at(&usage, &["input_tokens"]).map(|fresh| {
                 fresh
-                    + u64_at(&usage, &["cache_read_input_tokens"]).unwrap_or(0)
-                    + u64_at(&usage, &["cache_creation_input_tokens"]).unwrap_or(0)
+                    .saturating_add(u64_at(&usage, &["cache_read_input_tokens"]).unwrap_or(0))
+                    .saturating_add(u64_at(&usage, &["cache_creation_input_tokens"]).unwrap_or(0))
             }),
             output_tokens: u64_at(&usage, &["output_tokens"]),
             cache_read_tokens: u64_at(&usage, &["cache_read_input_tokens"]),

@@ -11,6 +11,10 @@ use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
 
+/// The thought signature Google documents for function calls in a history
+/// that another model wrote.
+const FOREIGN_SIGNATURE: &str = "skip_thought_signature_validator";
+
 /// `gemini-2.5-flash` -> `models/gemini-2.5-flash`; a full resource name
 /// (`tunedModels/...`) as given.
 fn resource(model: &str) -> String {
@@ -40,26 +44,34 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
             }
             Role::User => ("user", content_parts(&m.parts)),
             Role::Assistant => {
-                // Parts as Gemini wrote them carry thought signatures, which
-                // it checks when a tool loop sends them back.
-                let own = m
-                    .provider_data
-                    .as_ref()
-                    .and_then(|d| d.pointer("/gemini/parts"))
-                    .and_then(Value::as_array);
-                let parts = match own {
-                    Some(parts) => parts.clone(),
-                    None => {
-                        let mut parts = content_parts(&m.parts);
-                        parts.extend(m.tool_calls.iter().map(|c| {
-                            // Checked as a JSON object when the history was read.
-                            let args: Value = serde_json::from_str(&c.arguments_json)
-                                .unwrap_or_else(|_| json!({}));
-                            json!({"functionCall": {"name": c.name, "args": args}})
-                        }));
-                        parts
+                // Gemini checks the thought signatures of its own turns when
+                // a tool loop sends them back: each goes back on its part.
+                let signatures = m.provider_data.as_ref().and_then(|d| d.get("gemini"));
+                let signature =
+                    |key: &str| signatures.and_then(|s| s.get(key)).and_then(Value::as_str);
+                let mut parts = content_parts(&m.parts);
+                if let (Some(sig), Some(last)) = (signature("text"), parts.last_mut()) {
+                    last["thoughtSignature"] = Value::from(sig);
+                }
+                parts.extend(m.tool_calls.iter().enumerate().map(|(i, c)| {
+                    // Checked as a JSON object when the history was read.
+                    let args: Value =
+                        serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
+                    let mut part = json!({"functionCall": {"name": c.name, "args": args}});
+                    let own = signatures
+                        .and_then(|s| s.get("calls"))
+                        .and_then(|calls| calls.get(&c.id))
+                        .and_then(Value::as_str);
+                    match own {
+                        Some(sig) => part["thoughtSignature"] = Value::from(sig),
+                        // A call another model made: Gemini 3 refuses an
+                        // unsigned call in the current turn, and documents
+                        // this value for history it did not write.
+                        None if i == 0 => part["thoughtSignature"] = Value::from(FOREIGN_SIGNATURE),
+                        None => {}
                     }
-                };
+                    part
+                }));
                 ("model", parts)
             }
             Role::Tool => {
@@ -279,21 +291,27 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     };
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    let mut signed = false;
+    // Thought signatures, by the tool call or the text they came on.
+    let mut call_signatures = Map::new();
+    let mut text_signature = None;
     for p in parts {
-        signed |= p.get("thoughtSignature").is_some();
+        let signature = p.get("thoughtSignature").filter(|s| s.is_string());
         if let Some(call) = p.get("functionCall") {
             let name = call
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or("a function call without a name")?;
             let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map_or_else(super::new_call_id, str::to_string);
+            if let Some(signature) = signature {
+                call_signatures.insert(id.clone(), signature.clone());
+            }
             tool_calls.push(ToolCall {
-                id: call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|id| !id.is_empty())
-                    .map_or_else(super::new_call_id, str::to_string),
+                id,
                 name: name.to_string(),
                 arguments_json: args.to_string(),
             });
@@ -301,6 +319,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             continue; // a thought summary, not the answer
         } else if let Some(t) = p.get("text") {
             text.push_str(t.as_str().ok_or("a text part that is not text")?);
+            text_signature = signature.cloned().or(text_signature);
         }
     }
     let raw_finish = candidate
@@ -308,14 +327,36 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         .and_then(Value::as_str)
         .unwrap_or("STOP");
     let finish = match raw_finish {
-        "STOP" if !tool_calls.is_empty() => "tool_calls".to_string(),
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
-            "content_filter".to_string()
+        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS"
+            if !tool_calls.is_empty() =>
+        {
+            "tool_calls".to_string()
+        }
+        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => {
+            "stop".to_string()
+        }
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
+        | "LANGUAGE" => "content_filter".to_string(),
+        // The model wrote a call it could not make: no answer, and another
+        // attempt may well do better.
+        "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
+            return Err(format!(
+                "the model wrote an unusable function call ({raw_finish})"
+            ));
         }
         other => conversation::finish_reason(other),
     };
-    // Parts with signatures go back verbatim when the history returns here.
-    let provider_data = signed.then(|| json!({"gemini": {"parts": parts}}));
+    // Signatures go back on their parts when the history returns here.
+    let provider_data = (!call_signatures.is_empty() || text_signature.is_some()).then(|| {
+        let mut signatures = Map::new();
+        if !call_signatures.is_empty() {
+            signatures.insert("calls".into(), Value::Object(call_signatures));
+        }
+        if let Some(signature) = text_signature {
+            signatures.insert("text".into(), signature);
+        }
+        json!({ "gemini": signatures })
+    });
     Ok(answer(
         text,
         tool_calls,
@@ -341,7 +382,7 @@ fn answer(
     // One meaning on every wire: output counts the thinking too.
     let output = match (candidates, thoughts) {
         (None, None) => None,
-        (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
     };
     ChatResponse {
         text,
@@ -350,7 +391,7 @@ fn answer(
         model,
         finish_reason: Some(finish.to_string()),
         usage: Usage {
-            input_tokens: prompt.map(|p| p + tool_prompt.unwrap_or(0)),
+            input_tokens: prompt.map(|p| p.saturating_add(tool_prompt.unwrap_or(0))),
             output_tokens: output,
             cache_read_tokens: u64_at(usage, &["cachedContentTokenCount"]),
             cache_write_tokens: None,
@@ -361,6 +402,9 @@ fn answer(
         status: 200,
     }
 }
+
+/// The most texts one `:batchEmbedContents` takes.
+pub(super) const MAX_EMBED_BATCH: usize = 100;
 
 /// `:batchEmbedContents`, one request per text.
 pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
@@ -457,7 +501,8 @@ mod tests {
                     {"inlineData": {"mimeType": "image/png", "data": "AAAA"}},
                     {"fileData": {"fileUri": "https://x.test/a.JPG?s=1", "mimeType": "image/jpeg"}}]},
                 {"role": "model", "parts": [
-                    {"functionCall": {"name": "weather", "args": {"city": "Paris"}}},
+                    {"functionCall": {"name": "weather", "args": {"city": "Paris"}},
+                     "thoughtSignature": "skip_thought_signature_validator"},
                     {"functionCall": {"name": "time", "args": {}}}]},
                 {"role": "user", "parts": [
                     {"functionResponse": {"name": "weather", "response": {"temp": 21}}},
@@ -526,8 +571,11 @@ mod tests {
             }
         );
         assert_eq!(r.model.as_deref(), Some("gemini-2.5-flash"));
-        let parts = r.provider_data.unwrap()["gemini"]["parts"].clone();
-        assert_eq!(parts[2]["thoughtSignature"], "sig");
+        let id = r.tool_calls[0].id.clone();
+        assert_eq!(
+            r.provider_data.unwrap(),
+            json!({"gemini": {"calls": {id: "sig"}}})
+        );
     }
 
     #[test]

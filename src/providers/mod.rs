@@ -203,7 +203,19 @@ pub fn build(provider: &ProviderConfig, job: &Job) -> HttpRequest {
 pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
     match job {
         Job::Chat(request) => unable(provider, request),
-        Job::Embed(_) => unable_to_embed(provider),
+        Job::Embed(request) => unable_to_embed(provider).or_else(|| {
+            let limit = match provider.wire {
+                Wire::Gemini => gemini::MAX_EMBED_BATCH,
+                _ => return None,
+            };
+            (request.inputs.len() > limit).then(|| {
+                format!(
+                    "{} cannot embed {} texts in one call (at most {limit})",
+                    provider.name,
+                    request.inputs.len()
+                )
+            })
+        }),
     }
 }
 
@@ -452,14 +464,17 @@ pub fn parse_embed_response(
         _ => openai::parse_embed(&answer.json),
     };
     let parsed = parsed.and_then(|embed| {
-        if embed.vectors.len() == request.inputs.len() {
-            Ok(embed)
-        } else {
+        let width = embed.vectors.first().map_or(0, Vec::len);
+        if embed.vectors.len() != request.inputs.len() {
             Err(format!(
                 "{} vectors for {} inputs",
                 embed.vectors.len(),
                 request.inputs.len()
             ))
+        } else if width == 0 || embed.vectors.iter().any(|v| v.len() != width) {
+            Err("vectors that are empty or of different lengths".into())
+        } else {
+            Ok(embed)
         }
     });
     match parsed {
@@ -521,15 +536,24 @@ fn read_answer(
             return Err(malformed(provider, sent, answer, e.to_string()));
         }
     };
-    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
-        // An error in a 200: the status the error names, else a server error.
+    if let Some(error) = openai::error_in_answer(&json) {
+        // An error in a 200: the status the error names, else a server
+        // error; what is classified and quoted is the error object.
         let status = error
             .get("code")
             .and_then(Value::as_u64)
             .and_then(|code| u16::try_from(code).ok())
             .filter(|code| (400..600).contains(code))
             .unwrap_or(500);
-        let response = HttpResponse { status, ..response };
+        let body = match json.get("error") {
+            Some(_) => response.body,
+            None => serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default(),
+        };
+        let response = HttpResponse {
+            status,
+            body,
+            headers: response.headers,
+        };
         return Err(error_failure(provider, secrets, response, request_id));
     }
     Ok(JsonAnswer {
@@ -614,9 +638,23 @@ fn error_failure(
         407 => " (from a proxy: check proxy= or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables)",
         // A wrong path answers 404 as surely as a wrong model does: a page,
         // or a bare "Not Found" (FastAPI servers, Anthropic's own router).
-        404 if json.is_none() || bare_not_found(parsed.message.as_deref()) => {
-            " (check base_url: it includes the version segment, e.g. .../v1; and the model name)"
-        }
+        404 if json.is_none() || bare_not_found(parsed.message.as_deref()) => match provider.wire {
+            Wire::OpenAI | Wire::Anthropic => {
+                " (check base_url: it includes the version segment, e.g. .../v1; and the model name)"
+            }
+            Wire::Gemini => {
+                " (check base_url, e.g. https://generativelanguage.googleapis.com/v1beta; \
+                 and the model name)"
+            }
+            Wire::Ollama => {
+                " (check base_url: the server's root, e.g. http://localhost:11434; \
+                 and that the model is pulled)"
+            }
+            Wire::Azure => {
+                " (check endpoint: the resource URL, https://NAME.openai.azure.com; \
+                 and the deployment name)"
+            }
+        },
         _ => "",
     };
     // What a wire says beyond its message: the upstream's own error behind

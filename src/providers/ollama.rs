@@ -144,8 +144,9 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     }
     let finish = match json.get("done_reason").and_then(Value::as_str) {
         Some("stop") | None if !tool_calls.is_empty() => "tool_calls".to_string(),
+        // A model loaded or unloaded without a prompt: nothing was cut.
+        Some("load" | "unload") | None => "stop".to_string(),
         Some(reason) => conversation::finish_reason(reason),
-        None => "stop".to_string(),
     };
     Ok(ChatResponse {
         text,

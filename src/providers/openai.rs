@@ -166,6 +166,23 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         Some(Value::String(s)) => s.clone(),
         // A refusal or a tool call carries no text.
         Some(Value::Null) | None => String::new(),
+        // Blocks (Mistral's reasoning models): the text ones are the answer.
+        Some(Value::Array(blocks)) => {
+            let mut text = String::new();
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push_str(
+                        block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .ok_or("a text block without text")?,
+                    ),
+                    Some(_) => {} // thinking, references: not the answer
+                    None => return Err(format!("a content block without a type: {block}")),
+                }
+            }
+            text
+        }
         Some(other) => return Err(format!("message content is not text: {other}")),
     };
     let refused = text.is_empty()
@@ -203,7 +220,9 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             output_tokens: output_tokens(&usage),
-            cache_read_tokens: u64_at(&usage, &["prompt_tokens_details", "cached_tokens"]),
+            cache_read_tokens: u64_at(&usage, &["prompt_tokens_details", "cached_tokens"])
+                // DeepSeek's own name for them.
+                .or_else(|| u64_at(&usage, &["prompt_cache_hit_tokens"])),
             // OpenRouter reports cache writes here; OpenAI itself does not.
             cache_write_tokens: u64_at(&usage, &["prompt_tokens_details", "cache_write_tokens"]),
             reasoning_tokens: u64_at(&usage, &["completion_tokens_details", "reasoning_tokens"]),
@@ -212,6 +231,29 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         raw: String::new(),
         status: 200,
     })
+}
+
+/// An error a 2xx answer carries instead of an answer: a top-level
+/// `error` (OpenRouter, any wire), an error on the choice (OpenRouter's
+/// `finish_reason: "error"`), or DeepSeek's "insufficient_system_resource"
+/// finish, a server out of capacity cutting the answer short.
+pub(super) fn error_in_answer(json: &Map<String, Value>) -> Option<Value> {
+    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+        return Some(error.clone());
+    }
+    let choice = json.get("choices")?.get(0)?;
+    if let Some(error) = choice.get("error").filter(|e| !e.is_null()) {
+        return Some(error.clone());
+    }
+    match choice.get("finish_reason").and_then(Value::as_str)? {
+        "insufficient_system_resource" => Some(json!({
+            "code": 503,
+            "message": "the server ran out of resources and cut the answer short \
+                        (finish_reason insufficient_system_resource)",
+        })),
+        "error" => Some(json!({"message": "the answer ended in an error (finish_reason error)"})),
+        _ => None,
+    }
 }
 
 /// Every output token, reasoning included. OpenAI counts reasoning inside
@@ -224,7 +266,11 @@ fn output_tokens(usage: &Value) -> Option<u64> {
     let total = u64_at(usage, &["total_tokens"]);
     match (reasoning, prompt, total) {
         (Some(reasoning), Some(prompt), Some(total))
-            if reasoning > 0 && prompt + completion + reasoning == total =>
+            if reasoning > 0
+                && prompt
+                    .checked_add(completion)
+                    .and_then(|s| s.checked_add(reasoning))
+                    == Some(total) =>
         {
             Some(completion + reasoning)
         }
@@ -294,17 +340,23 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
 /// filters fired (Azure's `content_filter_result`).
 pub(crate) fn error_detail(json: &Value) -> Option<String> {
     let error = json.get("error")?;
-    if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str) {
+    if let Some(raw) = error.pointer("/metadata/raw").filter(|r| !r.is_null()) {
         let upstream = error
             .pointer("/metadata/provider_name")
             .and_then(Value::as_str)
             .unwrap_or("upstream");
-        // The upstream's body is often JSON with a message inside.
-        let said = serde_json::from_str::<Value>(raw)
-            .ok()
+        // The upstream's body: JSON text, or JSON itself, with a message inside.
+        let parsed = match raw {
+            Value::String(text) => serde_json::from_str::<Value>(text).ok(),
+            other => Some(other.clone()),
+        };
+        let said = parsed
             .map(|v| crate::engine::classify::ErrorBody::from_json(&v))
             .and_then(|b| b.message)
-            .unwrap_or_else(|| raw.chars().take(300).collect());
+            .unwrap_or_else(|| match raw {
+                Value::String(text) => text.chars().take(300).collect(),
+                other => other.to_string().chars().take(300).collect(),
+            });
         return Some(format!("{upstream} said: {said}"));
     }
     let result = error

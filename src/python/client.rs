@@ -314,12 +314,19 @@ impl NativeClient {
     ) -> PyResult<Call> {
         let transport = self.transport()?;
         self.check_chain(&args.chain)?;
+        let request = EmbedRequest {
+            inputs: args.texts,
+            dimensions: args.dimensions,
+            model: text_arg("model", args.model.as_ref())?,
+            headers: args.headers.unwrap_or_default(),
+        };
+        let job = Job::Embed(request);
         // A chain in which nobody can embed would fail after no request at
         // all: that is the caller's configuration, said at once.
         let reasons: Vec<String> = args
             .chain
             .iter()
-            .filter_map(|&i| providers::unable_to_embed(&self.inner.providers[i]))
+            .filter_map(|&i| providers::unable_for(&self.inner.providers[i], &job))
             .collect();
         if reasons.len() == args.chain.len() {
             return Err(configuration_error(format!(
@@ -327,12 +334,6 @@ impl NativeClient {
                 reasons.join("; ")
             )));
         }
-        let request = EmbedRequest {
-            inputs: args.texts,
-            dimensions: args.dimensions,
-            model: text_arg("model", args.model.as_ref())?,
-            headers: args.headers.unwrap_or_default(),
-        };
         let common = CommonArgs {
             chain: args.chain,
             policy: &args.policy.policy,
@@ -340,7 +341,7 @@ impl NativeClient {
             deadline: args.deadline,
             sleeper: args.sleeper.as_ref(),
         };
-        self.finish_call(py, Job::Embed(request), transport, common, locals)
+        self.finish_call(py, job, transport, common, locals)
     }
 
     fn finish_call(
