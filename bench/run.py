@@ -3,19 +3,25 @@
 Everything runs in this one process, against `failover.testing.MockServer` on 127.0.0.1 (never
 the internet), and prints Markdown tables. See bench/README.md for what each row means.
 
-    python bench/run.py            # default run, about 70 seconds on 2 cores
-    python bench/run.py --quick    # about 20 seconds
-    python bench/run.py --n 5000   # timed calls per client and case
+    python bench/run.py              # default run, 3 to 5 minutes on 2 cores
+    python bench/run.py --quick      # about 1.5 minutes
+    python bench/run.py --n 5000     # timed chat calls per client and case
+    python bench/run.py --embed-n 60 # timed embeddings calls per client and case
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
+import base64
 import gc
+import importlib.util
+import json
 import math
 import os
 import platform
+import random
 import statistics
 import struct
 import subprocess
@@ -41,8 +47,13 @@ MAX_TOKENS = 1024
 TEXT = "Hello"
 MESSAGES = [{"role": "user", "content": "Hi"}]
 
-SyncCall = Callable[[], str]
-AsyncCall = Callable[[], Awaitable[str]]
+# Embeddings: EMBED_TEXTS texts in one call, one vector of EMBED_DIMS float32 values each.
+EMBED_MODEL = "text-embedding-3-small"
+EMBED_TEXTS = 100
+EMBED_DIMS = 1536
+
+SyncCall = Callable[[], Any]
+AsyncCall = Callable[[], Awaitable[Any]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,6 +351,212 @@ ANTHROPIC_SPECS = [
 
 
 # --------------------------------------------------------------------------------------------
+# Embeddings. Every client gets the same vectors (float32 values, as the API's are), served in
+# the encoding_format the client asks for: JSON numbers for "float", each vector's
+# little-endian float32 bytes in base64 for "base64".
+
+EMBED_WORDS = (
+    "the request failed over to a second provider after a timeout while the first one kept "
+    "answering with rate limits so the client waited for the hint and retried once"
+).split()
+
+
+@dataclass
+class EmbedFixture:
+    texts: list[str]
+    vectors: list[list[float]]
+    bodies: dict[str, bytes]
+    """The response body for each encoding_format, "float" and "base64"."""
+
+
+def float32(x: float) -> float:
+    """x rounded to the nearest float32 (raises for a value that is not a float)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]  # type: ignore[no-any-return]
+
+
+def unpack_float32(text: str) -> list[float]:
+    """A base64 embedding: little-endian float32 values, as openai-python decodes them."""
+    row = array.array("f", base64.b64decode(text))
+    if sys.byteorder == "big":
+        row.byteswap()
+    return row.tolist()
+
+
+def make_embed_fixture() -> EmbedFixture:
+    rng = random.Random(EMBED_DIMS)
+    texts = [
+        f"Passage {i}: " + " ".join(rng.choice(EMBED_WORDS) for _ in range(40)) + "."
+        for i in range(EMBED_TEXTS)
+    ]
+    # Unit-length-ish vectors, as embedding models return; array("f") rounds to float32.
+    rows = [
+        array.array("f", (rng.gauss(0.0, EMBED_DIMS**-0.5) for _ in range(EMBED_DIMS)))
+        for _ in range(EMBED_TEXTS)
+    ]
+    vectors = [row.tolist() for row in rows]
+    if sys.byteorder == "big":
+        for row in rows:
+            row.byteswap()
+    encoded: dict[str, list[Any]] = {
+        "float": vectors,
+        "base64": [base64.b64encode(row.tobytes()).decode("ascii") for row in rows],
+    }
+    tokens = sum(len(t.split()) for t in texts)
+    bodies = {
+        encoding: json.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)
+                ],
+                "model": EMBED_MODEL,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        ).encode()
+        for encoding, items in encoded.items()
+    }
+    return EmbedFixture(texts, vectors, bodies)
+
+
+def embed_checker(fixture: EmbedFixture) -> Callable[[Any], None]:
+    """Checks the shape and the first, a middle and the last value of an answer. Values are
+    compared at float32 precision: that is all the wire carries (failover's JSON parser may land
+    one double ulp away from the decimal's nearest double)."""
+    expected = fixture.vectors
+    probes = [(0, 0), (EMBED_TEXTS // 2, EMBED_DIMS // 2), (EMBED_TEXTS - 1, EMBED_DIMS - 1)]
+
+    def check(vectors: Any) -> None:
+        if len(vectors) != EMBED_TEXTS or any(len(v) != EMBED_DIMS for v in vectors):
+            raise RuntimeError(f"unexpected shape: {len(vectors)} vectors")
+        for i, j in probes:
+            if float32(vectors[i][j]) != expected[i][j]:
+                raise RuntimeError(f"vector {i}[{j}] is {vectors[i][j]!r}, not {expected[i][j]!r}")
+
+    return check
+
+
+EmbedMaker = Callable[[str, list[str]], Any]
+
+
+def sync_failover_embed(url: str, texts: list[str]) -> SyncCall:
+    provider = failover.OpenAICompatible(
+        model=OPENAI_MODEL, base_url=url, api_key=KEY, embedding_model=EMBED_MODEL
+    )
+    client = failover.Client({"p": provider})
+    return lambda: client.embed(texts).vectors
+
+
+def async_failover_embed(url: str, texts: list[str]) -> AsyncCall:
+    provider = failover.OpenAICompatible(
+        model=OPENAI_MODEL, base_url=url, api_key=KEY, embedding_model=EMBED_MODEL
+    )
+    client = failover.Client({"p": provider})
+
+    async def call() -> list[list[float]]:
+        return (await client.embed_async(texts)).vectors
+
+    return call
+
+
+def openai_embed(is_async: bool, encoding_format: str | None) -> EmbedMaker:
+    """openai-python's embeddings.create; encoding_format None leaves its default (base64, which
+    it decodes itself into lists of floats)."""
+    options = {} if encoding_format is None else {"encoding_format": encoding_format}
+
+    def make(url: str, texts: list[str]) -> SyncCall | AsyncCall:
+        import openai
+
+        if not is_async:
+            client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+            def call() -> list[list[float]]:
+                r = client.embeddings.create(model=EMBED_MODEL, input=texts, **options)  # type: ignore[arg-type]
+                return [d.embedding for d in r.data]
+
+            return call
+
+        aclient = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+        async def acall() -> list[list[float]]:
+            r = await aclient.embeddings.create(model=EMBED_MODEL, input=texts, **options)  # type: ignore[arg-type]
+            return [d.embedding for d in r.data]
+
+        return acall
+
+    return make
+
+
+def httpx_embed(is_async: bool, encoding_format: str) -> EmbedMaker:
+    """A bare POST, json(), and for base64 the same decoding openai-python does."""
+
+    def vectors(data: list[dict[str, Any]]) -> list[list[float]]:
+        if encoding_format == "float":
+            return [d["embedding"] for d in data]
+        return [unpack_float32(d["embedding"]) for d in data]
+
+    def make(url: str, texts: list[str]) -> SyncCall | AsyncCall:
+        import httpx
+
+        headers = {"authorization": f"Bearer {KEY}"}
+        body = {"model": EMBED_MODEL, "input": texts, "encoding_format": encoding_format}
+        if not is_async:
+            client = httpx.Client(base_url=url, headers=headers)
+
+            def call() -> list[list[float]]:
+                r = client.post("/embeddings", json=body)
+                r.raise_for_status()
+                return vectors(r.json()["data"])
+
+            return call
+
+        aclient = httpx.AsyncClient(base_url=url, headers=headers)
+
+        async def acall() -> list[list[float]]:
+            r = await aclient.post("/embeddings", json=body)
+            r.raise_for_status()
+            return vectors(r.json()["data"])
+
+        return acall
+
+    return make
+
+
+@dataclass
+class EmbedSpec:
+    client: str
+    encoding: str
+    """The encoding_format the client asks for, and is served."""
+    sync: EmbedMaker
+    async_: EmbedMaker
+
+
+EMBED_SPECS = [
+    EmbedSpec("failover (float)", "float", sync_failover_embed, async_failover_embed),
+    EmbedSpec(
+        "openai (base64, its default)",
+        "base64",
+        openai_embed(False, None),
+        openai_embed(True, None),
+    ),
+    EmbedSpec(
+        'openai (encoding_format="float")',
+        "float",
+        openai_embed(False, "float"),
+        openai_embed(True, "float"),
+    ),
+    EmbedSpec(
+        "httpx float (raw floor)", "float", httpx_embed(False, "float"), httpx_embed(True, "float")
+    ),
+    EmbedSpec(
+        "httpx base64 (raw floor)",
+        "base64",
+        httpx_embed(False, "base64"),
+        httpx_embed(True, "base64"),
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
 # Contenders: one client, its own MockServer, and how to script k calls' worth of answers.
 
 
@@ -350,6 +567,8 @@ class Contender:
     script: Callable[[int], None]
     sync_call: SyncCall | None = None
     async_call: AsyncCall | None = None
+    check: Callable[[Any], None] = _check
+    """Raises unless a call's answer is the scripted one; runs after the clock stops."""
 
     def top_up(self, calls: int) -> None:
         """Scripts exactly `calls` more answers (outside the timed region)."""
@@ -396,6 +615,48 @@ def make_contenders(specs: Sequence[Spec], mode: str) -> list[Contender]:
     return out
 
 
+def body_script(server: MockServer, body: bytes) -> Callable[[int], None]:
+    """Scripts a pre-serialised 200 (a 3 MB body is not worth re-encoding for every call)."""
+    headers = {"content-type": "application/json"}
+
+    def script(calls: int) -> None:
+        for _ in range(max(0, calls - server.pending)):
+            server.push(200, headers=headers, body=body)
+
+    return script
+
+
+def make_embed_contenders(fixture: EmbedFixture, mode: str) -> list[Contender]:
+    check = embed_checker(fixture)
+    out = []
+    for spec in EMBED_SPECS:
+        server = MockServer()
+        script = body_script(server, fixture.bodies[spec.encoding])
+        c = Contender(Result(spec.client), server, script, check=check)
+        try:
+            if mode == "sync":
+                c.sync_call = spec.sync(server.url, fixture.texts)
+            else:
+                c.async_call = spec.async_(server.url, fixture.texts)
+        except Exception as exc:  # a peer that fails to import or build is reported, not fatal
+            c.fail(exc)
+        out.append(c)
+    return out
+
+
+def check_embed_requests(contenders: list[Contender]) -> None:
+    """Fails a contender whose requests did not all ask for the encoding its server answered in,
+    for all the texts."""
+    for c, spec in zip(contenders, EMBED_SPECS):
+        asked = set()
+        for request in c.server.requests:
+            body = request.json if request.path.endswith("/embeddings") else None
+            body = body if isinstance(body, dict) else {}
+            asked.add((body.get("encoding_format"), len(body.get("input") or ())))
+        if c.result.error is None and asked - {(spec.encoding, EMBED_TEXTS)}:
+            c.fail(RuntimeError(f"served {spec.encoding}, asked for {sorted(asked, key=str)}"))
+
+
 def rotated(items: Sequence[Contender], k: int) -> list[Contender]:
     k %= len(items)
     return [*items[k:], *items[:k]]
@@ -426,7 +687,7 @@ def run_sync(contenders: list[Contender], n: int, warmup: int, rounds: int) -> N
             try:
                 c.top_up(warmup)
                 for _ in range(warmup):
-                    _check(c.sync_call())
+                    c.check(c.sync_call())
             except Exception as exc:
                 c.fail(exc)
     settle()
@@ -443,7 +704,8 @@ def run_sync(contenders: list[Contender], n: int, warmup: int, rounds: int) -> N
                     t0 = clock()
                     text = call()
                     t1 = clock()
-                    _check(text)
+                    c.check(text)
+                    del text  # freed off the clock, not when the next answer replaces it
                     samples.append(t1 - t0)
                     c.result.total_ns += t1 - t0
                     c.result.calls += 1
@@ -460,7 +722,7 @@ async def run_async_sequential(
             try:
                 c.top_up(warmup)
                 for _ in range(warmup):
-                    _check(await c.async_call())
+                    c.check(await c.async_call())
             except Exception as exc:
                 c.fail(exc)
     settle()
@@ -477,7 +739,8 @@ async def run_async_sequential(
                     t0 = clock()
                     text = await call()
                     t1 = clock()
-                    _check(text)
+                    c.check(text)
+                    del text
                     samples.append(t1 - t0)
                     c.result.total_ns += t1 - t0
                     c.result.calls += 1
@@ -495,7 +758,7 @@ async def run_async_gather(
             try:
                 c.top_up(in_flight)
                 for text in await asyncio.gather(*(c.async_call() for _ in range(in_flight))):
-                    _check(text)
+                    c.check(text)
             except Exception as exc:
                 c.fail(exc)
     settle()
@@ -512,7 +775,8 @@ async def run_async_gather(
                     texts = await asyncio.gather(*(call() for _ in range(in_flight)))
                     t1 = clock()
                     for text in texts:
-                        _check(text)
+                        c.check(text)
+                    del texts, text
                     c.result.samples_ns.append((t1 - t0) // in_flight)
                     c.result.total_ns += t1 - t0
                     c.result.calls += in_flight
@@ -537,6 +801,11 @@ class Config:
     in_flight: int
     batches: int
     import_reps: int
+    embed_n: int
+    embed_warmup: int
+    embed_rounds: int
+    embed_in_flight: int
+    embed_batches: int
 
 
 def section_calls(cfg: Config) -> str:
@@ -563,6 +832,40 @@ def section_calls(cfg: Config) -> str:
 
     asyncio.run(async_cases())
     return table(CALL_HEADERS, rows)
+
+
+def section_embed(cfg: Config) -> tuple[str, str]:
+    """The embeddings table, and a line on what was served."""
+    fixture = make_embed_fixture()
+    baseline = EMBED_SPECS[0].client
+    shape = f"{EMBED_TEXTS} x {EMBED_DIMS:,}"
+    rows: list[list[str]] = []
+    contenders = make_embed_contenders(fixture, "sync")
+    run_sync(contenders, cfg.embed_n, cfg.embed_warmup, cfg.embed_rounds)
+    check_embed_requests(contenders)
+    rows += result_rows(f"{shape}, sync", [c.result for c in contenders], baseline)
+    close_servers(contenders)
+
+    async def async_cases() -> None:
+        contenders = make_embed_contenders(fixture, "async")
+        await run_async_sequential(contenders, cfg.embed_n, cfg.embed_warmup, cfg.embed_rounds)
+        check_embed_requests(contenders)
+        case = f"{shape}, async sequential"
+        rows.extend(result_rows(case, [c.result for c in contenders], baseline))
+        for c in contenders:
+            if c.result.error is None:
+                c.result = Result(c.result.client)
+        await run_async_gather(contenders, cfg.embed_batches, cfg.embed_in_flight, cfg.embed_rounds)
+        check_embed_requests(contenders)
+        case = f"{shape}, async {cfg.embed_in_flight} in flight"
+        rows.extend(result_rows(case, [c.result for c in contenders], baseline))
+        close_servers(contenders)
+
+    asyncio.run(async_cases())
+    numpy = "numpy" if importlib.util.find_spec("numpy") else "array.array (numpy not installed)"
+    sizes = ", ".join(f"{k} {len(v) / 1e6:.2f} MB" for k, v in fixture.bodies.items())
+    note = f"Response bodies: {sizes}. openai-python decodes base64 with {numpy}."
+    return table(CALL_HEADERS, rows), note
 
 
 def section_retry(cfg: Config) -> str:
@@ -723,14 +1026,21 @@ def machine_info() -> str:
 
 def parse_args(argv: Sequence[str] | None) -> Config:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="a ~20 s run with fewer iterations")
-    p.add_argument("--n", type=int, help="timed calls per client and case (1000; quick: 100)")
+    p.add_argument("--quick", action="store_true", help="a shorter run with fewer iterations")
+    p.add_argument("--n", type=int, help="timed chat calls per client and case (1000; quick: 100)")
     p.add_argument("--in-flight", type=int, default=50, help="concurrent calls in the gather case")
     p.add_argument("--import-reps", type=int, help="fresh interpreters per module (default 7)")
+    p.add_argument(
+        "--embed-n", type=int, help="timed embeddings calls per client and case (30; quick: 6)"
+    )
+    p.add_argument(
+        "--embed-in-flight", type=int, default=10, help="concurrent embeddings calls (default 10)"
+    )
     a = p.parse_args(argv)
     n = a.n if a.n is not None else (100 if a.quick else 1000)
-    if n < 1 or a.in_flight < 1:
-        p.error("--n and --in-flight must be at least 1")
+    embed_n = a.embed_n if a.embed_n is not None else (6 if a.quick else 30)
+    if min(n, a.in_flight, embed_n, a.embed_in_flight) < 1:
+        p.error("--n, --in-flight, --embed-n and --embed-in-flight must be at least 1")
     reps = a.import_reps if a.import_reps is not None else (2 if a.quick else 7)
     return Config(
         n=n,
@@ -739,6 +1049,11 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         in_flight=a.in_flight,
         batches=max(5, n // a.in_flight),
         import_reps=max(1, reps),
+        embed_n=embed_n,
+        embed_warmup=1 if a.quick else 3,
+        embed_rounds=3 if a.quick else 5,
+        embed_in_flight=a.embed_in_flight,
+        embed_batches=max(3 if a.quick else 5, embed_n // a.embed_in_flight),
     )
 
 
@@ -753,12 +1068,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"- settings: {cfg.n} timed calls per client and case after {cfg.warmup} warm-up calls, "
         f"in {cfg.rounds} alternating rounds; {cfg.batches} batches of {cfg.in_flight} in flight; "
-        f"imports: median of {cfg.import_reps} fresh interpreters\n"
+        f"imports: median of {cfg.import_reps} fresh interpreters"
+    )
+    print(
+        f"- embeddings: {cfg.embed_n} timed calls per client and case after {cfg.embed_warmup} "
+        f"warm-up calls, in {cfg.embed_rounds} alternating rounds; {cfg.embed_batches} batches "
+        f"of {cfg.embed_in_flight} in flight\n"
     )
     sys.stdout.flush()
 
     print("## Per-call overhead, successful chat call (MockServer on 127.0.0.1)\n")
     print(section_calls(cfg), flush=True)
+    print(
+        f"\n## Embeddings: {EMBED_TEXTS} texts x {EMBED_DIMS:,} dimensions in one call "
+        "(MockServer on 127.0.0.1)\n",
+        flush=True,
+    )
+    embed, embed_note = section_embed(cfg)
+    print(embed_note + "\n")
+    print(embed, flush=True)
     print("\n## Retry path: 429 with retry-after: 1, then 200, with a FakeSleeper\n")
     print(section_retry(cfg), flush=True)
     imports, start_ms = section_imports(cfg)
