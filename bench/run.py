@@ -438,24 +438,25 @@ def embed_checker(fixture: EmbedFixture) -> Callable[[Any], None]:
 EmbedMaker = Callable[[str, list[str]], Any]
 
 
-def sync_failover_embed(url: str, texts: list[str]) -> SyncCall:
-    provider = failover.OpenAICompatible(
-        model=OPENAI_MODEL, base_url=url, api_key=KEY, embedding_model=EMBED_MODEL
-    )
-    client = failover.Client({"p": provider})
-    return lambda: client.embed(texts).vectors
+def failover_embed_provider(url: str, encoding: str) -> failover.Provider:
+    """failover.OpenAI asks for base64 (OpenAI speaks it); the OpenAI-compatible family,
+    for floats (every server speaks them)."""
+    cls = failover.OpenAI if encoding == "base64" else failover.OpenAICompatible
+    return cls(model=OPENAI_MODEL, base_url=url, api_key=KEY, embedding_model=EMBED_MODEL)
 
 
-def async_failover_embed(url: str, texts: list[str]) -> AsyncCall:
-    provider = failover.OpenAICompatible(
-        model=OPENAI_MODEL, base_url=url, api_key=KEY, embedding_model=EMBED_MODEL
-    )
-    client = failover.Client({"p": provider})
+def failover_embed(is_async: bool, encoding: str) -> EmbedMaker:
+    def make(url: str, texts: list[str]) -> Any:
+        client = failover.Client({"p": failover_embed_provider(url, encoding)})
+        if not is_async:
+            return lambda: client.embed(texts).vectors
 
-    async def call() -> list[list[float]]:
-        return (await client.embed_async(texts)).vectors
+        async def call() -> list[list[float]]:
+            return (await client.embed_async(texts)).vectors
 
-    return call
+        return call
+
+    return make
 
 
 def openai_embed(is_async: bool, encoding_format: str | None) -> EmbedMaker:
@@ -531,7 +532,18 @@ class EmbedSpec:
 
 
 EMBED_SPECS = [
-    EmbedSpec("failover (float)", "float", sync_failover_embed, async_failover_embed),
+    EmbedSpec(
+        "failover OpenAI (base64)",
+        "base64",
+        failover_embed(False, "base64"),
+        failover_embed(True, "base64"),
+    ),
+    EmbedSpec(
+        "failover compatible (float)",
+        "float",
+        failover_embed(False, "float"),
+        failover_embed(True, "float"),
+    ),
     EmbedSpec(
         "openai (base64, its default)",
         "base64",

@@ -530,7 +530,8 @@ def test_an_openai_embedding_fails_over_to_gemini(
         "model": "te-3-small",
         "input": ["a", "b"],
         "dimensions": 2,
-        "encoding_format": "float",
+        # OpenAI speaks base64: a quarter of the bytes.
+        "encoding_format": "base64",
     }
     [gemini_request] = backup_server.requests
     assert gemini_request.path == "/models/gemini-embedding-001:batchEmbedContents"
@@ -920,3 +921,23 @@ def test_the_prompt_command_may_name_one_driver_twice(monkeypatch: pytest.Monkey
     seen.clear()
     assert cli.main(["prompt", "Hi"]) == 1
     assert [type(p).__name__ for p in seen.values()] == ["Gemini"]
+
+
+def test_base64_embeddings_are_decoded_exactly(mock_server: MockServer) -> None:
+    import base64
+    import struct
+
+    values = [0.5, -0.25, 1e-3, 3.4e38]
+    packed = base64.b64encode(struct.pack("<4f", *values)).decode()
+    mock_server.push(json={"data": [{"index": 0, "embedding": packed}], "model": "te-3"})
+    mock_server.push(json={"data": [{"index": 0, "embedding": "AAAA=="}]})
+    client = failover.Client(
+        {"openai": failover.OpenAI("gpt", api_key=KEY, base_url=mock_server.url)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    e = client.embed("x")
+    assert e.vectors == [list(struct.unpack("<4f", struct.pack("<4f", *values)))]
+    with pytest.raises(failover.ServerError, match="base64"):
+        client.embed("x")
+    # The OpenAI-compatible family is asked for floats, which every server speaks.
+    assert mock_server.requests[0].json["encoding_format"] == "base64"

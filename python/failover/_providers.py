@@ -55,6 +55,8 @@ class Provider:
     can_embed: ClassVar[bool] = True
     #: The embeddings body field that carries ``dimensions``.
     dimensions_field: ClassVar[str] = "dimensions"
+    #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
+    embed_base64: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -187,6 +189,7 @@ class Provider:
             embedding_model=self.embedding_model,
             embeds=self.can_embed,
             dimensions_field=self.dimensions_field,
+            embed_base64=self.embed_base64,
             entra_token=False,
         )
 
@@ -338,6 +341,7 @@ class OpenAI(Provider):
     default_base_url = "https://api.openai.com/v1"
     env_var = "OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
+    embed_base64 = True
 
 
 class Anthropic(Provider):
@@ -397,6 +401,7 @@ class Azure(Provider):
     wire = "azure"
     env_var = "AZURE_OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
+    embed_base64 = True
 
     def __init__(
         self,

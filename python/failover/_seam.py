@@ -24,6 +24,7 @@ class ProviderSpec:
         "api_key",
         "base_url",
         "dimensions_field",
+        "embed_base64",
         "embedding_model",
         "embeds",
         "entra_token",
@@ -51,6 +52,7 @@ class ProviderSpec:
         embedding_model: str | None,
         embeds: bool,
         dimensions_field: str,
+        embed_base64: bool,
         entra_token: bool,
     ) -> None:
         self.name = name
@@ -65,6 +67,7 @@ class ProviderSpec:
         self.embedding_model = embedding_model
         self.embeds = embeds
         self.dimensions_field = dimensions_field
+        self.embed_base64 = embed_base64
         self.entra_token = entra_token
 
     def __repr__(self) -> str:  # never shows the key

@@ -71,6 +71,9 @@ pub struct ProviderConfig {
     /// The body field that carries `dimensions` on this provider's
     /// embeddings endpoint (Mistral's `output_dimension`).
     pub dimensions_field: String,
+    /// Ask for embeddings as base64 float32 (a quarter of the bytes, and no
+    /// decimal parsing); only where the server is known to speak it.
+    pub embed_base64: bool,
     /// Azure: the key is an Entra ID token (sent as a bearer token), not
     /// the resource's `api-key`.
     pub entra_token: bool,
@@ -763,6 +766,7 @@ mod tests {
             embedding_model: None,
             embeds: true,
             dimensions_field: "dimensions".into(),
+            embed_base64: false,
             entra_token: false,
         }
     }

@@ -292,8 +292,13 @@ pub(super) fn build_embed(
         body.insert(provider.dimensions_field.clone(), Value::from(dimensions));
     }
     // Floats as JSON numbers: every OpenAI-compatible server speaks them,
-    // not all of them speak base64.
-    body.insert("encoding_format".into(), Value::from("float"));
+    // not all of them speak base64 (OpenAI and Azure do).
+    let encoding = if provider.embed_base64 {
+        "base64"
+    } else {
+        "float"
+    };
+    body.insert("encoding_format".into(), Value::from(encoding));
     (path(provider, model, "/embeddings"), Value::Object(body))
 }
 
@@ -314,10 +319,11 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
                 .filter(|&i| i < data.len())
                 .ok_or("an embedding index out of range")?,
         };
-        let vector = item
-            .get("embedding")
-            .ok_or_else(|| "an item without an embedding".to_string())
-            .and_then(super::floats)?;
+        let vector = match item.get("embedding") {
+            Some(Value::String(packed)) => base64_floats(packed)?,
+            Some(list) => super::floats(list)?,
+            None => return Err("an item without an embedding".into()),
+        };
         if vectors[index].replace(vector).is_some() {
             return Err("two embeddings with one index".into());
         }
@@ -333,6 +339,21 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         request_id: None,
         status: 200,
     })
+}
+
+/// A base64 embedding: little-endian float32 values.
+fn base64_floats(packed: &str) -> Result<Vec<f64>, String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(packed)
+        .map_err(|e| format!("an embedding that is not base64: {e}"))?;
+    if bytes.len() % 4 != 0 {
+        return Err("a base64 embedding that is not whole float32 values".into());
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .collect())
 }
 
 /// What an error body says beyond its message: the upstream provider's own

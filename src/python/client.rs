@@ -132,6 +132,7 @@ impl NativeClient {
                 embedding_model: spec.embedding_model,
                 embeds: spec.embeds,
                 dimensions_field: spec.dimensions_field,
+                embed_base64: spec.embed_base64,
                 entra_token: spec.entra_token,
             });
             keys.push(source);

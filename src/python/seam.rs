@@ -34,6 +34,8 @@ pub struct ProviderSpec<'py> {
     pub embeds: bool,
     /// The body field for `dimensions` on its embeddings endpoint.
     pub dimensions_field: String,
+    /// Ask for embeddings as base64 (OpenAI and Azure).
+    pub embed_base64: bool,
     /// Azure: the (callable) key is an Entra ID bearer token.
     pub entra_token: bool,
 }
