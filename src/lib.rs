@@ -8,6 +8,7 @@ pub mod conversation;
 pub mod engine;
 pub mod http;
 pub mod providers;
+pub mod stream;
 pub mod testing;
 
 #[cfg(feature = "python")]

@@ -29,6 +29,7 @@ from ._exceptions import (
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall, Usage
 from ._native import __version__
+from ._stream import AsyncStream, Chunk, Stream
 from ._policy import Backoff, RetryPolicy
 from ._providers import (
     XAI,
@@ -48,12 +49,14 @@ from ._providers import (
 __all__ = [
     "XAI",
     "Anthropic",
+    "AsyncStream",
     "Attempt",
     "AuthenticationError",
     "Azure",
     "Backoff",
     "BadRequest",
     "CallFailed",
+    "Chunk",
     "Client",
     "ConfigurationError",
     "ContextLengthExceeded",
@@ -81,6 +84,7 @@ __all__ = [
     "RetryPolicy",
     "RetryScheduled",
     "ServerError",
+    "Stream",
     "StreamInterrupted",
     "Tool",
     "ToolCall",

@@ -10,6 +10,7 @@ from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Embeddings, Response, Tool
+from ._stream import AsyncStream, Stream
 from ._policy import RetryPolicy
 from ._providers import Provider, _checked_headers, _display_url, _url_problem
 from ._seam import CallArgs, EmbedArgs, TransportSpec
@@ -165,6 +166,13 @@ def _extra_options(
     args.seed = seed
     checked = _checked_headers("headers=", headers)
     args.headers = list(checked.items()) if checked else None
+
+
+def _restart(on_interrupt: object) -> bool:
+    """``on_interrupt=``: ``"raise"`` (the default) or ``"restart"``."""
+    if on_interrupt not in ("raise", "restart"):
+        raise ConfigurationError(f'on_interrupt must be "raise" or "restart", got {on_interrupt!r}')
+    return on_interrupt == "restart"
 
 
 def _checked_verify(verify: object) -> Union[bool, str]:
@@ -527,6 +535,106 @@ class Client:
         )
         _quiesce_at_exit()
         return Response(await self._native.prompt_async(args))
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
+        tool_choice: Optional[str] = None,
+        response_format: Optional[Mapping[str, Any]] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        top_p: Optional[float] = None,
+        seed: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        on_interrupt: str = "raise",
+    ) -> Stream:
+        """Streams the answer: iterate the ``Stream`` for ``Chunk``s, then read
+        ``stream.response``. Takes what ``prompt()`` takes.
+
+        Until the first content chunk, failures are retried and failed over
+        as for ``prompt()`` (``deadline`` bounds that start); ``timeout``
+        bounds the wait for each event. After it, a failure raises
+        ``StreamInterrupted`` with the text so far, or, with
+        ``on_interrupt="restart"``, starts again (same provider or the next,
+        same rules) and first yields a ``"restart"`` chunk whose
+        ``discarded`` is the text to throw away.
+        """
+        args = self._call_args(
+            prompt,
+            provider,
+            model,
+            timeout,
+            deadline,
+            retry,
+            system,
+            max_tokens,
+            temperature,
+            tools,
+            tool_choice,
+            response_format,
+            stop,
+            top_p,
+            seed,
+            headers,
+            is_async=False,
+        )
+        return Stream(self._native.stream(args, _restart(on_interrupt)))
+
+    def stream_async(
+        self,
+        prompt: Prompt,
+        *,
+        provider: Union[str, Sequence[str], None] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
+        tool_choice: Optional[str] = None,
+        response_format: Optional[Mapping[str, Any]] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        top_p: Optional[float] = None,
+        seed: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        on_interrupt: str = "raise",
+    ) -> AsyncStream:
+        """``stream()`` for asyncio: ``async for chunk in client.stream_async(...)``.
+        Call it on the event loop that iterates it; cancelling the task closes
+        the connection."""
+        args = self._call_args(
+            prompt,
+            provider,
+            model,
+            timeout,
+            deadline,
+            retry,
+            system,
+            max_tokens,
+            temperature,
+            tools,
+            tool_choice,
+            response_format,
+            stop,
+            top_p,
+            seed,
+            headers,
+            is_async=True,
+        )
+        restart = _restart(on_interrupt)
+        _quiesce_at_exit()
+        return AsyncStream(self._native.stream_async(args, restart))
 
     def _embed_args(
         self,

@@ -71,14 +71,34 @@ class DeadlineExceeded(FailoverError, TimeoutError):
 
 
 class StreamInterrupted(FailoverError):
-    """A stream failed after its first content chunk was delivered."""
+    """A stream failed after its first content chunk was delivered: never
+    retried silently, since that would repeat text the caller has seen.
+
+    ``partial_text`` is the text delivered before the failure, ``provider``
+    the provider that was streaming, ``usage`` what it reported so far
+    (a ``Usage``, or ``None``), and ``__cause__`` the ``ProviderError``.
+    """
 
     def __init__(
-        self, message: str, *, partial_text: str = "", provider: Optional[str] = None
+        self,
+        message: str,
+        *,
+        partial_text: str = "",
+        provider: Optional[str] = None,
+        usage: Any = None,
+        call_id: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
         self.provider = provider
+        self.usage = usage
+        self.call_id = call_id
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamInterrupted({str(self)!r}, provider={self.provider!r}, "
+            f"partial_text={len(self.partial_text)} chars)"
+        )
 
 
 class ProviderError(FailoverError):
@@ -245,6 +265,33 @@ def _deadline_error(
     if cause is not None:
         error.__cause__ = cause
         error.retry_after = cause.retry_after
+    return error
+
+
+def _stream_interrupted(
+    *,
+    cause: BaseException,
+    partial_text: str,
+    provider: str,
+    usage: tuple[Optional[int], ...],
+    attempts: list[Any],
+    call_id: str,
+) -> StreamInterrupted:
+    """Called by the native module when a stream breaks after its first content."""
+    from ._models import Usage
+
+    shown = len(partial_text)
+    message = f"the stream from {provider} broke after {shown} characters: {cause}"
+    error = StreamInterrupted(
+        message,
+        partial_text=partial_text,
+        provider=provider,
+        usage=Usage(*usage) if any(v is not None for v in usage) else None,
+        call_id=call_id,
+    )
+    error.attempts = _attempts(attempts)
+    error.retry_after = getattr(cause, "retry_after", None)
+    error.__cause__ = cause
     return error
 
 

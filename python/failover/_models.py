@@ -126,6 +126,7 @@ class Response:
         "provider",
         "request_id",
         "text",
+        "time_to_first_token",
         "tool_calls",
         "usage",
     )
@@ -142,6 +143,8 @@ class Response:
     call_id: str
     tool_calls: tuple[ToolCall, ...]
     """The calls the model made, in order (``finish_reason == "tool_calls"``)."""
+    time_to_first_token: Optional[float]
+    """Seconds from the call to its first content chunk (streams only)."""
 
     def __init__(self, data: Any) -> None:
         """Built from the engine's ``_native.ResponseData``."""
@@ -163,6 +166,7 @@ class Response:
         self._raw_body = data.raw
         self.call_id = data.call_id
         self._raw_json: Any = None
+        self.time_to_first_token = None
 
     @property
     def raw(self) -> Any:

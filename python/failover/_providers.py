@@ -57,6 +57,9 @@ class Provider:
     dimensions_field: ClassVar[str] = "dimensions"
     #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
     embed_base64: ClassVar[bool] = False
+    #: Whether a Chat Completions stream may be asked for its usage
+    #: (``stream_options``); Mistral refuses the field.
+    stream_usage: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -190,6 +193,7 @@ class Provider:
             embeds=self.can_embed,
             dimensions_field=self.dimensions_field,
             embed_base64=self.embed_base64,
+            stream_usage=self.stream_usage,
             entra_token=False,
         )
 
@@ -540,6 +544,7 @@ class Mistral(OpenAICompatible):
     env_var = "MISTRAL_API_KEY"
     key_required = True
     dimensions_field = "output_dimension"
+    stream_usage = False
 
 
 class DeepSeek(OpenAICompatible):

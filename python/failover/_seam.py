@@ -34,6 +34,7 @@ class ProviderSpec:
         "name",
         "overloaded_statuses",
         "params",
+        "stream_usage",
         "wire",
     )
 
@@ -53,6 +54,7 @@ class ProviderSpec:
         embeds: bool,
         dimensions_field: str,
         embed_base64: bool,
+        stream_usage: bool,
         entra_token: bool,
     ) -> None:
         self.name = name
@@ -68,6 +70,7 @@ class ProviderSpec:
         self.embeds = embeds
         self.dimensions_field = dimensions_field
         self.embed_base64 = embed_base64
+        self.stream_usage = stream_usage
         self.entra_token = entra_token
 
     def __repr__(self) -> str:  # never shows the key

@@ -131,6 +131,21 @@ pub enum Event {
     },
 }
 
+/// Where a call picks up again after an answer it already handed out broke
+/// off (a stream cut after its first words, when the caller asked for a
+/// restart): the failure counts as that provider's latest attempt, and the
+/// policy decides from there as after any other (retry it, or fail over).
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// Index into [`CallSpec::providers`].
+    pub provider: usize,
+    pub failure: Failure,
+    /// Retries already spent at this provider.
+    pub retries_done: u32,
+    /// How long the broken attempt ran.
+    pub duration: Duration,
+}
+
 /// Runs one call: tries each provider in order, retrying and sleeping as the
 /// policy decides, never past the deadline.
 ///
@@ -143,6 +158,25 @@ pub async fn run<T, F, Fut>(
     clock: &dyn Clock,
     unit: &mut (dyn FnMut() -> f64 + Send),
     on_event: &mut (dyn FnMut(Event) + Send),
+    attempt: F,
+) -> Result<Success<T>, CallFailure>
+where
+    T: Answer,
+    F: FnMut(usize, Duration) -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    run_from(spec, None, clock, unit, on_event, attempt).await
+}
+
+/// [`run`], picking up after `resume` when given: from its provider on,
+/// with its failure as that provider's latest attempt. The deadline counts
+/// from now (a restart is a new start).
+pub async fn run_from<T, F, Fut>(
+    spec: &CallSpec<'_>,
+    resume: Option<Resume>,
+    clock: &dyn Clock,
+    unit: &mut (dyn FnMut() -> f64 + Send),
+    on_event: &mut (dyn FnMut(Event) + Send),
     mut attempt: F,
 ) -> Result<Success<T>, CallFailure>
 where
@@ -151,6 +185,8 @@ where
     Fut: Future<Output = Result<T, Failure>>,
 {
     let start = clock.now();
+    let first = resume.as_ref().map_or(0, |r| r.provider);
+    let mut resume = resume;
     let remaining = |clock: &dyn Clock| {
         spec.deadline
             .map(|d| d.saturating_sub(clock.now().saturating_sub(start)))
@@ -177,13 +213,16 @@ where
         return Err(fail(CallError::Unserved, attempts, reason));
     }
 
-    for (index, slot) in spec.providers.iter().enumerate() {
+    for (index, slot) in spec.providers.iter().enumerate().skip(first) {
         if let Some(why) = slot.unable {
             attempts.push(AttemptRecord::skipped(index, why));
             continue;
         }
         let is_last = next_able(index + 1).is_none();
-        let mut retries_done = 0u32;
+        let mut retries_done = resume
+            .as_ref()
+            .filter(|r| r.provider == index)
+            .map_or(0, |r| r.retries_done);
         let mut waited = Duration::ZERO;
         loop {
             let left = remaining(clock);
@@ -194,9 +233,14 @@ where
             }
             let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
             let cut_by_deadline = timeout < spec.attempt_timeout;
-            let started = Instant::now();
-            let outcome = attempt(index, timeout).await;
-            let duration = started.elapsed();
+            let (outcome, duration) = match resume.take() {
+                Some(broken) => (Err(broken.failure), broken.duration),
+                None => {
+                    let started = Instant::now();
+                    let outcome = attempt(index, timeout).await;
+                    (outcome, started.elapsed())
+                }
+            };
             let failure = match outcome {
                 Ok(value) => {
                     let status = Some(value.status());
@@ -843,5 +887,63 @@ mod tests {
         let o = run_script(1, policy, None, vec![err(Connection, None, &[]); 4]);
         assert_eq!(o.sleeps, vec![secs(1.0), secs(3.0), secs(5.0)]);
         assert_eq!(o.result.unwrap_err().attempts.len(), 4);
+    }
+
+    #[test]
+    fn a_resumed_call_decides_from_the_broken_attempt() {
+        let clock = ManualClock::new();
+        let slots = slots(2);
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: Duration::from_secs(60),
+            deadline: None,
+        };
+        let broken = |kind, retries_done| Resume {
+            provider: 0,
+            failure: err(kind, Some(200), &[]).unwrap_err(),
+            retries_done,
+            duration: Duration::from_secs(3),
+        };
+        // A cut stream (a connection failure) is retried at once on the same provider.
+        let mut called = Vec::new();
+        let result = futures_util::FutureExt::now_or_never(run_from(
+            &spec,
+            Some(broken(Connection, 0)),
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |index, _| {
+                called.push(index);
+                async { Ok::<_, Failure>("again") }
+            },
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(called, vec![0]);
+        assert_eq!(
+            result.attempts.iter().map(|a| (a.provider, a.kind)).collect::<Vec<_>>(),
+            vec![(0, Some(Connection)), (0, None)]
+        );
+        assert_eq!(result.attempts[0].duration, Duration::from_secs(3));
+        // With its retries spent, it fails over to the next provider.
+        let mut called = Vec::new();
+        let spent = policy.max_retries;
+        let result = futures_util::FutureExt::now_or_never(run_from(
+            &spec,
+            Some(broken(Connection, spent)),
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |index, _| {
+                called.push(index);
+                async { Ok::<_, Failure>("next") }
+            },
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!((called, result.provider), (vec![1], 1));
     }
 }

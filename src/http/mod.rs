@@ -132,6 +132,15 @@ impl ReqwestTransport {
     }
 
     async fn send_inner(&self, request: &HttpRequest) -> Result<HttpResponse, Failure> {
+        let (response, status, headers) = self.start(request).await?;
+        read_body(response, status, headers, &request.url).await
+    }
+
+    /// Sends the request and waits for the response head.
+    async fn start(
+        &self,
+        request: &HttpRequest,
+    ) -> Result<(reqwest::Response, u16, Headers), Failure> {
         let mut builder = self.client.post(&request.url);
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
@@ -146,7 +155,7 @@ impl ReqwestTransport {
             value.set_sensitive(true);
             builder = builder.header(name, value);
         }
-        let mut response = builder
+        let response = builder
             .body(request.body.clone())
             .send()
             .await
@@ -156,44 +165,119 @@ impl ReqwestTransport {
         for (name, value) in response.headers() {
             headers.push(name.as_str(), &String::from_utf8_lossy(value.as_bytes()));
         }
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                        return Err(truncated(
-                            status,
-                            headers,
-                            format!("response body over {MAX_RESPONSE_BYTES} bytes"),
-                        ));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) if e.is_timeout() => {
-                    let host = host_of(&request.url);
-                    let message = format!("{host} stopped sending the response: {}", describe(&e));
-                    return Err(Failure::without_response(ErrorKind::Timeout, message));
-                }
-                Err(e) => {
+        Ok((response, status, headers))
+    }
+
+    /// Sends a request whose answer is read as it arrives: the head within
+    /// `timeout`; a 2xx body then piece by piece (the caller times each
+    /// piece), any other status's body whole, for its error.
+    pub async fn open(&self, request: &HttpRequest, timeout: Duration) -> Result<Opened, Failure> {
+        let opened = async {
+            let (response, status, headers) = self.start(request).await?;
+            if (200..300).contains(&status) {
+                return Ok(Opened::Streaming {
+                    status,
+                    headers,
+                    body: BodyStream {
+                        response,
+                        host: host_of(&request.url),
+                    },
+                });
+            }
+            read_body(response, status, headers, &request.url)
+                .await
+                .map(Opened::Whole)
+        };
+        match tokio::time::timeout(timeout, opened).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::out_of_time(format!(
+                "no response from {} within {:.3}s",
+                host_of(&request.url),
+                timeout.as_secs_f64()
+            ))),
+        }
+    }
+}
+
+/// An answer opened for streaming.
+pub enum Opened {
+    /// A 2xx: its body is read piece by piece.
+    Streaming {
+        status: u16,
+        headers: Headers,
+        body: BodyStream,
+    },
+    /// Any other status, read whole (an error to classify).
+    Whole(HttpResponse),
+}
+
+/// A response body read as it arrives. Dropping it closes the connection.
+pub struct BodyStream {
+    response: reqwest::Response,
+    host: String,
+}
+
+impl BodyStream {
+    /// The next piece of the body; `None` at its end.
+    pub async fn next(&mut self) -> Result<Option<bytes::Bytes>, Failure> {
+        self.response.chunk().await.map_err(|e| {
+            Failure::without_response(
+                ErrorKind::Connection,
+                format!("the stream from {} was cut: {}", self.host, describe(&e)),
+            )
+        })
+    }
+
+    /// The host it comes from, for messages.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+}
+
+/// Reads a whole body (up to [`MAX_RESPONSE_BYTES`]).
+async fn read_body(
+    mut response: reqwest::Response,
+    status: u16,
+    headers: Headers,
+    url: &str,
+) -> Result<HttpResponse, Failure> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(truncated(
                         status,
                         headers,
-                        format!(
-                            "the response body from {} was cut short: {}",
-                            host_of(&request.url),
-                            describe(&e)
-                        ),
+                        format!("response body over {MAX_RESPONSE_BYTES} bytes"),
                     ));
                 }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) if e.is_timeout() => {
+                let host = host_of(url);
+                let message = format!("{host} stopped sending the response: {}", describe(&e));
+                return Err(Failure::without_response(ErrorKind::Timeout, message));
+            }
+            Err(e) => {
+                return Err(truncated(
+                    status,
+                    headers,
+                    format!(
+                        "the response body from {} was cut short: {}",
+                        host_of(url),
+                        describe(&e)
+                    ),
+                ));
             }
         }
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
     }
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// A body that broke off after the status line arrived: nothing reached the

@@ -4,6 +4,7 @@ use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, Usage};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::stream::{Delta, Frame, StreamError};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -276,6 +277,99 @@ pub(super) fn key_header(key: &str) -> (String, String) {
     ("x-api-key".to_string(), key.to_string())
 }
 
+/// An Anthropic usage object, in the one meaning (OpenAI's): every input
+/// token, cache reads and writes included; the cache figures are parts.
+fn usage_of(usage: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_at(usage, &["input_tokens"]).map(|fresh| {
+            fresh
+                .saturating_add(u64_at(usage, &["cache_read_input_tokens"]).unwrap_or(0))
+                .saturating_add(u64_at(usage, &["cache_creation_input_tokens"]).unwrap_or(0))
+        }),
+        output_tokens: u64_at(usage, &["output_tokens"]),
+        cache_read_tokens: u64_at(usage, &["cache_read_input_tokens"]),
+        cache_write_tokens: u64_at(usage, &["cache_creation_input_tokens"]),
+        reasoning_tokens: None,
+    }
+}
+
+/// One Messages stream event -> its pieces (`message_start` carries the
+/// input counts, `message_delta` the output count and the stop reason).
+pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+    let Frame::Event { event, data } = frame else {
+        return Ok(());
+    };
+    let json: Map<String, Value> = super::event_json(data)?;
+    let kind = json
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or(event.as_str());
+    let index = || json.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    match kind {
+        "message_start" => {
+            let message = json.get("message").ok_or("message_start without a message")?;
+            if let Some(model) = message.get("model").and_then(Value::as_str) {
+                out.push(Delta::Model(model.to_string()));
+            }
+            if let Some(usage) = message.get("usage") {
+                out.push(Delta::Usage(usage_of(usage)));
+            }
+        }
+        "content_block_start" => {
+            let block = json.get("content_block").ok_or("content_block_start without a block")?;
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => out.push(Delta::Text(text(block, "text"))),
+                Some("thinking") => out.push(Delta::Reasoning(text(block, "thinking"))),
+                Some("tool_use") => out.push(Delta::ToolCallPart {
+                    index: index(),
+                    id: Some(text(block, "id")),
+                    name: Some(text(block, "name")),
+                    arguments: String::new(),
+                }),
+                _ => {}
+            }
+        }
+        "content_block_delta" => {
+            let delta = json.get("delta").ok_or("content_block_delta without a delta")?;
+            match delta.get("type").and_then(Value::as_str) {
+                Some("text_delta") => out.push(Delta::Text(text(delta, "text"))),
+                Some("thinking_delta") => out.push(Delta::Reasoning(text(delta, "thinking"))),
+                Some("input_json_delta") => out.push(Delta::ToolCallPart {
+                    index: index(),
+                    id: None,
+                    name: None,
+                    arguments: text(delta, "partial_json"),
+                }),
+                _ => {} // signatures, citations
+            }
+        }
+        "content_block_stop" => out.push(Delta::ToolCallDone { index: index() }),
+        "message_delta" => {
+            if let Some(usage) = json.get("usage") {
+                let mut patch = usage_of(usage);
+                if usage.get("input_tokens").is_none() {
+                    // Only the output count: the input counts stay as message_start said.
+                    patch = Usage {
+                        output_tokens: patch.output_tokens,
+                        ..Usage::default()
+                    };
+                }
+                out.push(Delta::Usage(patch));
+            }
+            if let Some(reason) = json.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str) {
+                out.push(Delta::Finish(conversation::finish_reason(reason)));
+            }
+        }
+        "message_stop" => out.push(Delta::End),
+        "error" => out.push(Delta::Error(StreamError {
+            error: json.get("error").cloned().unwrap_or(Value::Object(json.clone())),
+        })),
+        _ => {} // ping, and event types added later
+    }
+    Ok(())
+}
+
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let content = json
         .get("content")
@@ -322,19 +416,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             .get("stop_reason")
             .and_then(Value::as_str)
             .map(conversation::finish_reason),
-        usage: Usage {
-            // One meaning on every wire (OpenAI's): every input token,
-            // cache reads and writes included; the cache figures are parts.
-            input_tokens: u64_at(&usage, &["input_tokens"]).map(|fresh| {
-                fresh
-                    .saturating_add(u64_at(&usage, &["cache_read_input_tokens"]).unwrap_or(0))
-                    .saturating_add(u64_at(&usage, &["cache_creation_input_tokens"]).unwrap_or(0))
-            }),
-            output_tokens: u64_at(&usage, &["output_tokens"]),
-            cache_read_tokens: u64_at(&usage, &["cache_read_input_tokens"]),
-            cache_write_tokens: u64_at(&usage, &["cache_creation_input_tokens"]),
-            reasoning_tokens: None,
-        },
+        usage: usage_of(&usage),
         request_id: None,
         raw: String::new(),
         status: 200,

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::stream::{Delta, Frame, StreamError};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -326,26 +327,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         .get("finishReason")
         .and_then(Value::as_str)
         .unwrap_or("STOP");
-    let finish = match raw_finish {
-        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS"
-            if !tool_calls.is_empty() =>
-        {
-            "tool_calls".to_string()
-        }
-        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => {
-            "stop".to_string()
-        }
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
-        | "LANGUAGE" => "content_filter".to_string(),
-        // The model wrote a call it could not make: no answer, and another
-        // attempt may well do better.
-        "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
-            return Err(format!(
-                "the model wrote an unusable function call ({raw_finish})"
-            ));
-        }
-        other => conversation::finish_reason(other),
-    };
+    let finish = finish_reason(raw_finish, !tool_calls.is_empty())?;
     // Signatures go back on their parts when the history returns here.
     let provider_data = (!call_signatures.is_empty() || text_signature.is_some()).then(|| {
         let mut signatures = Map::new();
@@ -367,6 +349,99 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     ))
 }
 
+/// A `finishReason` in the one vocabulary; a malformed call is no answer
+/// (the model wrote a call it could not make: another attempt may well do
+/// better).
+fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
+    Ok(match raw {
+        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" if has_calls => {
+            "tool_calls".to_string()
+        }
+        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => "stop".to_string(),
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
+        | "LANGUAGE" => "content_filter".to_string(),
+        "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
+            return Err(format!("the model wrote an unusable function call ({raw})"));
+        }
+        other => conversation::finish_reason(other),
+    })
+}
+
+/// A `usageMetadata` object, in the one meaning: output counts the thinking.
+fn usage_of(usage: &Value) -> Usage {
+    let prompt = u64_at(usage, &["promptTokenCount"]);
+    let tool_prompt = u64_at(usage, &["toolUsePromptTokenCount"]);
+    let candidates = u64_at(usage, &["candidatesTokenCount"]);
+    let thoughts = u64_at(usage, &["thoughtsTokenCount"]);
+    let output = match (candidates, thoughts) {
+        (None, None) => None,
+        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+    };
+    Usage {
+        input_tokens: prompt.map(|p| p.saturating_add(tool_prompt.unwrap_or(0))),
+        output_tokens: output,
+        cache_read_tokens: u64_at(usage, &["cachedContentTokenCount"]),
+        cache_write_tokens: None,
+        reasoning_tokens: thoughts,
+    }
+}
+
+/// One `streamGenerateContent` event (a whole response chunk) -> its pieces.
+pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+    let Frame::Event { data, .. } = frame else {
+        return Ok(());
+    };
+    let json: Map<String, Value> = super::event_json(data)?;
+    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+        out.push(Delta::Error(StreamError { error: error.clone() }));
+        return Ok(());
+    }
+    if let Some(model) = super::string_at(&json, "modelVersion") {
+        out.push(Delta::Model(model));
+    }
+    if let Some(usage) = json.get("usageMetadata") {
+        out.push(Delta::Usage(usage_of(usage)));
+    }
+    let Some(candidate) = json.get("candidates").and_then(|c| c.get(0)) else {
+        if json.get("promptFeedback").and_then(|f| f.get("blockReason")).is_some() {
+            out.push(Delta::Finish("content_filter".into()));
+        }
+        return Ok(());
+    };
+    let mut has_calls = false;
+    if let Some(parts) = candidate.pointer("/content/parts").and_then(Value::as_array) {
+        for p in parts {
+            if let Some(call) = p.get("functionCall") {
+                has_calls = true;
+                let name = call.get("name").and_then(Value::as_str).ok_or("a function call without a name")?;
+                out.push(Delta::ToolCall(ToolCall {
+                    id: call
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .filter(|id| !id.is_empty())
+                        .map_or_else(super::new_call_id, str::to_string),
+                    name: name.to_string(),
+                    arguments_json: call.get("args").cloned().unwrap_or_else(|| json!({})).to_string(),
+                }));
+            } else if let Some(text) = p.get("text") {
+                let text = text.as_str().ok_or("a text part that is not text")?.to_string();
+                if p.get("thought") == Some(&Value::Bool(true)) {
+                    out.push(Delta::Reasoning(text));
+                } else {
+                    out.push(Delta::Text(text));
+                }
+            }
+        }
+    }
+    if let Some(raw) = candidate.get("finishReason").and_then(Value::as_str) {
+        match finish_reason(raw, has_calls) {
+            Ok(reason) => out.push(Delta::Finish(reason)),
+            Err(why) => out.push(Delta::Error(StreamError { error: json!({ "message": why }) })),
+        }
+    }
+    Ok(())
+}
+
 fn answer(
     text: String,
     tool_calls: Vec<ToolCall>,
@@ -375,28 +450,13 @@ fn answer(
     finish: &str,
     usage: &Value,
 ) -> ChatResponse {
-    let prompt = u64_at(usage, &["promptTokenCount"]);
-    let tool_prompt = u64_at(usage, &["toolUsePromptTokenCount"]);
-    let candidates = u64_at(usage, &["candidatesTokenCount"]);
-    let thoughts = u64_at(usage, &["thoughtsTokenCount"]);
-    // One meaning on every wire: output counts the thinking too.
-    let output = match (candidates, thoughts) {
-        (None, None) => None,
-        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
-    };
     ChatResponse {
         text,
         tool_calls,
         provider_data,
         model,
         finish_reason: Some(finish.to_string()),
-        usage: Usage {
-            input_tokens: prompt.map(|p| p.saturating_add(tool_prompt.unwrap_or(0))),
-            output_tokens: output,
-            cache_read_tokens: u64_at(usage, &["cachedContentTokenCount"]),
-            cache_write_tokens: None,
-            reasoning_tokens: thoughts,
-        },
+        usage: usage_of(usage),
         request_id: None,
         raw: String::new(),
         status: 200,

@@ -6,6 +6,7 @@ mod gemini;
 mod ollama;
 mod openai;
 mod secrets;
+pub mod streaming;
 
 use secrets::MIN_KEY_LEN;
 pub use secrets::{
@@ -74,6 +75,9 @@ pub struct ProviderConfig {
     /// Ask for embeddings as base64 float32 (a quarter of the bytes, and no
     /// decimal parsing); only where the server is known to speak it.
     pub embed_base64: bool,
+    /// Ask a Chat Completions stream for its usage
+    /// (`stream_options.include_usage`); Mistral refuses the field.
+    pub stream_usage: bool,
     /// Azure: the key is an Entra ID token (sent as a bearer token), not
     /// the resource's `api-key`.
     pub entra_token: bool,
@@ -114,14 +118,7 @@ pub struct ChatRequest {
     pub model: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cache_read_tokens: Option<u64>,
-    pub cache_write_tokens: Option<u64>,
-    pub reasoning_tokens: Option<u64>,
-}
+pub use crate::stream::Usage;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatResponse {
@@ -176,13 +173,17 @@ pub struct EmbedResponse {
 pub enum Job {
     Chat(ChatRequest),
     Embed(EmbedRequest),
+    /// A chat answer read as it streams.
+    Stream(ChatRequest),
 }
 
 /// A provider's answer to a [`Job`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Reply {
     Chat(ChatResponse),
     Embed(EmbedResponse),
+    /// A stream whose first content is in hand.
+    Stream(streaming::StartedStream),
 }
 
 impl crate::engine::Answer for Reply {
@@ -190,6 +191,7 @@ impl crate::engine::Answer for Reply {
         match self {
             Self::Chat(chat) => chat.status,
             Self::Embed(embed) => embed.status,
+            Self::Stream(stream) => crate::engine::Answer::status(stream),
         }
     }
 }
@@ -199,13 +201,14 @@ pub fn build(provider: &ProviderConfig, job: &Job) -> HttpRequest {
     match job {
         Job::Chat(request) => build_request(provider, request),
         Job::Embed(request) => build_embed_request(provider, request),
+        Job::Stream(request) => build_stream_request(provider, request),
     }
 }
 
 /// Why `provider` cannot do `job`, if it cannot.
 pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
     match job {
-        Job::Chat(request) => unable(provider, request),
+        Job::Chat(request) | Job::Stream(request) => unable(provider, request),
         Job::Embed(request) => unable_to_embed(provider).or_else(|| {
             let limit = match provider.wire {
                 Wire::Gemini => gemini::MAX_EMBED_BATCH,
@@ -225,22 +228,45 @@ pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
 /// The model `job` asks `provider` for (what an error about it names).
 pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
     match job {
-        Job::Chat(request) => request.model.as_deref().unwrap_or(&provider.model),
+        Job::Chat(request) | Job::Stream(request) => {
+            request.model.as_deref().unwrap_or(&provider.model)
+        }
         Job::Embed(request) => embedding_model(provider, request),
     }
 }
 
 /// A response to `job` -> the answer, or the failure it describes.
-pub fn parse_reply(
+/// One attempt at `job`: sends `sent` and reads the answer, whole or (for
+/// a stream) up to its first content. `timeout` bounds the attempt (the
+/// engine's, cut short by the deadline); `attempt_timeout` is the call's own,
+/// which bounds each wait of a stream.
+pub async fn exchange(
     provider: &ProviderConfig,
     job: &Job,
+    transport: &crate::http::ReqwestTransport,
     sent: &HttpRequest,
-    response: HttpResponse,
+    timeout: std::time::Duration,
+    attempt_timeout: std::time::Duration,
 ) -> Result<Reply, Failure> {
+    use crate::http::Transport;
     match job {
-        Job::Chat(_) => parse_response(provider, sent, response).map(Reply::Chat),
-        Job::Embed(request) => {
-            parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+        Job::Stream(_) => {
+            let start_bound = (timeout < attempt_timeout).then_some(timeout);
+            streaming::start(provider, transport, sent, timeout, start_bound)
+                .await
+                .map(Reply::Stream)
+        }
+        Job::Chat(_) | Job::Embed(_) => {
+            let response = transport
+                .send(sent, timeout)
+                .await
+                .map_err(|failure| name_failure(provider, sent, failure))?;
+            match job {
+                Job::Embed(request) => {
+                    parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+                }
+                _ => parse_response(provider, sent, response).map(Reply::Chat),
+            }
         }
     }
 }
@@ -248,6 +274,49 @@ pub fn parse_reply(
 /// The request for one call to `provider`, without its key: built once per
 /// call, then [`authorize`]d for each attempt (a key may rotate between them).
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
+    let (path, body, headers) = chat_parts(provider, request);
+    finish_request(provider, &path, &body, headers, &request.headers)
+}
+
+/// The streaming request for one call to `provider`, without its key: the
+/// chat request, asking for a stream in the wire's way.
+pub fn build_stream_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
+    let (mut path, mut body, headers) = chat_parts(provider, request);
+    if let Value::Object(fields) = &mut body {
+        match provider.wire {
+            Wire::Gemini => {
+                path = path.replace(":generateContent", ":streamGenerateContent?alt=sse");
+            }
+            _ => {
+                fields.insert("stream".into(), Value::Bool(true));
+            }
+        }
+        if matches!(provider.wire, Wire::OpenAI | Wire::Azure) && provider.stream_usage {
+            // Usage comes in a last chunk only when asked for.
+            fields.insert(
+                "stream_options".into(),
+                serde_json::json!({"include_usage": true}),
+            );
+        }
+    }
+    let mut request = finish_request(provider, &path, &body, headers, &request.headers);
+    for (name, value) in &mut request.headers {
+        if name == "accept" {
+            *value = match provider.wire {
+                Wire::Ollama => "application/x-ndjson".into(),
+                _ => "text/event-stream".into(),
+            };
+        }
+    }
+    request
+}
+
+/// A chat request's path, body (with the provider's `params`) and the
+/// wire's own headers.
+fn chat_parts(
+    provider: &ProviderConfig,
+    request: &ChatRequest,
+) -> (String, Value, Vec<(String, String)>) {
     let model = request.model.as_deref().unwrap_or(&provider.model);
     let (path, mut body, headers) = match provider.wire {
         Wire::OpenAI | Wire::Azure => openai::build(provider, model, request),
@@ -261,7 +330,7 @@ pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRe
             anthropic::reconcile_thinking(fields, request);
         }
     }
-    finish_request(provider, &path, &body, headers, &request.headers)
+    (path, body, headers)
 }
 
 /// The embeddings request for one call to `provider`, without its key.
@@ -417,10 +486,15 @@ pub fn endpoint_url(base_url: &str, path: &str) -> String {
         Some((base, query)) => (base, Some(query)),
         None => (base_url, None),
     };
+    let (path, path_query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
     let mut url = format!("{}{path}", base.trim_end_matches('/'));
-    if let Some(query) = query {
+    let queries: Vec<&str> = path_query.into_iter().chain(query).collect();
+    if !queries.is_empty() {
         url.push('?');
-        url.push_str(query);
+        url.push_str(&queries.join("&"));
     }
     url
 }
@@ -728,6 +802,16 @@ fn function_call(call: &Value, id: Option<fn() -> String>) -> Result<ToolCall, S
     })
 }
 
+/// A stream event's data as a JSON object: anything else is an event that
+/// cannot be decoded, a failure of the stream.
+fn event_json(data: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(data) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("a stream event that is not a JSON object".into()),
+        Err(e) => Err(format!("a stream event that is not JSON: {e}")),
+    }
+}
+
 /// A string field of an answer, owned.
 fn string_at(json: &Map<String, Value>, key: &str) -> Option<String> {
     json.get(key).and_then(Value::as_str).map(str::to_string)
@@ -767,6 +851,7 @@ mod tests {
             embeds: true,
             dimensions_field: "dimensions".into(),
             embed_base64: false,
+            stream_usage: true,
             entra_token: false,
         }
     }
@@ -905,6 +990,13 @@ mod tests {
         assert_eq!(
             u("https://h/v1/?a=1&b=2"),
             "https://h/v1/chat/completions?a=1&b=2"
+        );
+        assert_eq!(
+            endpoint_url(
+                "https://h/v1beta?x=1",
+                "/models/m:streamGenerateContent?alt=sse"
+            ),
+            "https://h/v1beta/models/m:streamGenerateContent?alt=sse&x=1"
         );
     }
 

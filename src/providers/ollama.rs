@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolChoice};
+use crate::stream::{Delta, Frame, StreamError};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -163,6 +164,47 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         raw: String::new(),
         status: 200,
     })
+}
+
+/// One `/api/chat` stream line -> its pieces; `done: true` ends it with the
+/// counts and the reason.
+pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+    let Frame::Line(line) = frame else {
+        return Ok(());
+    };
+    let json: Map<String, Value> = super::event_json(line)?;
+    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+        out.push(Delta::Error(StreamError { error: error.clone() }));
+        return Ok(());
+    }
+    if let Some(model) = super::string_at(&json, "model") {
+        out.push(Delta::Model(model));
+    }
+    if let Some(message) = json.get("message") {
+        if let Some(text) = message.get("thinking").and_then(Value::as_str) {
+            out.push(Delta::Reasoning(text.to_string()));
+        }
+        if let Some(text) = message.get("content").and_then(Value::as_str) {
+            out.push(Delta::Text(text.to_string()));
+        }
+        for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            out.push(Delta::ToolCall(super::function_call(call, Some(super::new_call_id))?));
+        }
+    }
+    if json.get("done") == Some(&Value::Bool(true)) {
+        out.push(Delta::Usage(Usage {
+            input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
+            output_tokens: json.get("eval_count").and_then(Value::as_u64),
+            ..Usage::default()
+        }));
+        let reason = match json.get("done_reason").and_then(Value::as_str) {
+            Some("load" | "unload") | None => "stop".to_string(),
+            Some(reason) => conversation::finish_reason(reason),
+        };
+        out.push(Delta::Finish(reason));
+        out.push(Delta::End);
+    }
+    Ok(())
 }
 
 pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {

@@ -8,6 +8,7 @@ use super::{
     u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage, Wire,
 };
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
+use crate::stream::{Delta, Frame, StreamError};
 
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
@@ -197,12 +198,6 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         }
     }
     // Groq has reported usage under `x_groq` as well as (or instead of) `usage`.
-    let usage = json
-        .get("usage")
-        .filter(|u| u.is_object())
-        .or_else(|| json.get("x_groq").and_then(|x| x.get("usage")))
-        .cloned()
-        .unwrap_or(Value::Null);
     Ok(ChatResponse {
         text,
         tool_calls,
@@ -217,16 +212,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
                 .and_then(Value::as_str)
                 .map(conversation::finish_reason)
         },
-        usage: Usage {
-            input_tokens: u64_at(&usage, &["prompt_tokens"]),
-            output_tokens: output_tokens(&usage),
-            cache_read_tokens: u64_at(&usage, &["prompt_tokens_details", "cached_tokens"])
-                // DeepSeek's own name for them.
-                .or_else(|| u64_at(&usage, &["prompt_cache_hit_tokens"])),
-            // OpenRouter reports cache writes here; OpenAI itself does not.
-            cache_write_tokens: u64_at(&usage, &["prompt_tokens_details", "cache_write_tokens"]),
-            reasoning_tokens: u64_at(&usage, &["completion_tokens_details", "reasoning_tokens"]),
-        },
+        usage: answer_usage(json).map(|u| usage(u)).unwrap_or_default(),
         request_id: None,
         raw: String::new(),
         status: 200,
@@ -254,6 +240,88 @@ pub(super) fn error_in_answer(json: &Map<String, Value>) -> Option<Value> {
         "error" => Some(json!({"message": "the answer ended in an error (finish_reason error)"})),
         _ => None,
     }
+}
+
+/// The usage object of an answer or a chunk: `usage`, or Groq's
+/// `x_groq.usage`.
+fn answer_usage(json: &Map<String, Value>) -> Option<&Value> {
+    json.get("usage")
+        .filter(|u| u.is_object())
+        .or_else(|| json.get("x_groq")?.get("usage").filter(|u| u.is_object()))
+}
+
+/// A Chat Completions usage object, in the one meaning.
+fn usage(usage: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_at(usage, &["prompt_tokens"]),
+        output_tokens: output_tokens(usage),
+        cache_read_tokens: u64_at(usage, &["prompt_tokens_details", "cached_tokens"])
+            // DeepSeek's own name for them.
+            .or_else(|| u64_at(usage, &["prompt_cache_hit_tokens"])),
+        // OpenRouter reports cache writes here; OpenAI itself does not.
+        cache_write_tokens: u64_at(usage, &["prompt_tokens_details", "cache_write_tokens"]),
+        reasoning_tokens: u64_at(usage, &["completion_tokens_details", "reasoning_tokens"]),
+    }
+}
+
+/// One Chat Completions stream event -> its pieces. `[DONE]` ends the
+/// stream; an `error` object wins over anything else in the chunk.
+pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+    let Frame::Event { data, .. } = frame else {
+        return Ok(());
+    };
+    if data.trim() == "[DONE]" {
+        out.push(Delta::End);
+        return Ok(());
+    }
+    let json: Map<String, Value> = super::event_json(data)?;
+    if let Some(error) = error_in_answer(&json) {
+        out.push(Delta::Error(StreamError { error }));
+        return Ok(());
+    }
+    if let Some(model) = super::string_at(&json, "model") {
+        out.push(Delta::Model(model));
+    }
+    if let Some(choice) = json.get("choices").and_then(|c| c.get(0)) {
+        if let Some(delta) = choice.get("delta") {
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                out.push(Delta::Text(text.to_string()));
+            }
+            // DeepSeek and vLLM say reasoning_content; OpenRouter and Groq reasoning.
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(text) = delta.get(key).and_then(Value::as_str) {
+                    out.push(Delta::Reasoning(text.to_string()));
+                }
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (position, call) in calls.iter().enumerate() {
+                    let index = call
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .map_or(position, |i| i as usize);
+                    let function = call.get("function");
+                    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+                    out.push(Delta::ToolCallPart {
+                        index,
+                        id: text(call.get("id")).filter(|id| !id.is_empty()),
+                        name: text(function.and_then(|f| f.get("name"))).filter(|n| !n.is_empty()),
+                        arguments: match function.and_then(|f| f.get("arguments")) {
+                            Some(Value::String(text)) => text.clone(),
+                            None | Some(Value::Null) => String::new(),
+                            Some(other) => other.to_string(),
+                        },
+                    });
+                }
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.push(Delta::Finish(conversation::finish_reason(reason)));
+        }
+    }
+    if let Some(found) = answer_usage(&json) {
+        out.push(Delta::Usage(usage(found)));
+    }
+    Ok(())
 }
 
 /// Every output token, reasoning included. OpenAI counts reasoning inside

@@ -14,13 +14,14 @@ use super::convert::{call_error, json_from, messages_from, text_arg};
 use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::runtime::{self, runtime, Interrupt};
+use super::stream::NativeStream;
 use super::seam::{
     attempts_list, optional_seconds, CallArgs, EmbedArgs, EmbeddingsData, ProviderSpec,
     ResponseData, TransportSpec,
 };
 use crate::conversation;
 use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
-use crate::http::{HttpRequest, ReqwestTransport, Transport};
+use crate::http::{HttpRequest, ReqwestTransport};
 use crate::providers::{self, ChatRequest, EmbedRequest, Job, ProviderConfig, Reply, Wire};
 
 /// The environment variables the transport reads a proxy from (Python
@@ -45,7 +46,7 @@ enum KeySource {
     Callable(Py<PyAny>),
 }
 
-struct Inner {
+pub(super) struct Inner {
     providers: Vec<ProviderConfig>,
     keys: Vec<KeySource>,
     /// `None` once the client is closed; calls in flight keep their clone.
@@ -63,19 +64,19 @@ pub struct NativeClient {
 }
 
 /// One call, resolved by the Python side and checked here.
-struct Call {
-    job: Job,
-    chain: Vec<usize>,
-    policy: RetryPolicy,
-    timeout: Duration,
-    deadline: Option<Duration>,
-    transport: ReqwestTransport,
-    clock: CallClock,
-    events: EventTarget,
-    interrupt: Interrupt,
+pub(super) struct Call {
+    pub(super) job: Job,
+    pub(super) chain: Vec<usize>,
+    pub(super) policy: RetryPolicy,
+    pub(super) timeout: Duration,
+    pub(super) deadline: Option<Duration>,
+    pub(super) transport: ReqwestTransport,
+    pub(super) clock: CallClock,
+    pub(super) events: EventTarget,
+    pub(super) interrupt: Interrupt,
     /// Resolves when Python code run by the call (a sleeper, a hook, a key
     /// callable) raised something that must end it.
-    interrupted: oneshot::Receiver<PyErr>,
+    pub(super) interrupted: oneshot::Receiver<PyErr>,
 }
 
 #[pymethods]
@@ -133,6 +134,7 @@ impl NativeClient {
                 embeds: spec.embeds,
                 dimensions_field: spec.dimensions_field,
                 embed_base64: spec.embed_base64,
+                stream_usage: spec.stream_usage,
                 entra_token: spec.entra_token,
             });
             keys.push(source);
@@ -180,6 +182,32 @@ impl NativeClient {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.call(py, args, Some(locals.clone()))?;
         self.run_async(py, locals, call)
+    }
+
+    /// A chat answer as it streams: nothing is sent until it is first read.
+    /// `restart`: after a failure past the first content, start again
+    /// (`on_interrupt="restart"`) instead of raising `StreamInterrupted`.
+    fn stream(&self, py: Python<'_>, args: CallArgs<'_>, restart: bool) -> PyResult<NativeStream> {
+        let call = self.call(py, args, None)?;
+        Ok(NativeStream::new(Arc::clone(&self.inner), call.into_stream(), restart))
+    }
+
+    /// `stream` for asyncio: called on the event loop that will iterate it.
+    fn stream_async(
+        &self,
+        py: Python<'_>,
+        args: CallArgs<'_>,
+        restart: bool,
+    ) -> PyResult<NativeStream> {
+        runtime()?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let call = self.call(py, args, Some(locals.clone()))?;
+        Ok(NativeStream::with_locals(
+            Arc::clone(&self.inner),
+            call.into_stream(),
+            restart,
+            locals,
+        ))
     }
 
     /// Blocking embeddings call: the same engine future as `prompt`.
@@ -383,7 +411,7 @@ struct CommonArgs<'a, 'py> {
 /// interrupt cancels its HTTP request). `block_in_place` lets this work on a
 /// thread that is already inside the runtime too: an event hook or a sleeper
 /// making a sync call hands its worker's tasks to another thread first.
-fn block_on_interruptibly<T: Send>(
+pub(super) fn block_on_interruptibly<T: Send>(
     py: Python<'_>,
     future: impl Future<Output = T> + Send,
 ) -> PyResult<T> {
@@ -404,7 +432,7 @@ fn block_on_interruptibly<T: Send>(
     }
 }
 
-fn new_call_id() -> String {
+pub(super) fn new_call_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
@@ -477,27 +505,18 @@ fn callable_key(
     })
 }
 
-/// One call through the engine. The only place the engine is run.
-async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
-    let Call {
-        job,
-        chain,
-        policy,
-        timeout,
-        deadline,
-        transport,
-        clock,
-        events,
-        interrupt,
-        mut interrupted,
-    } = call;
-    // Each provider as this call uses it: with the model the call asks for
-    // (a per-call `model=`, an embedding model), which errors and events name.
-    let used: Vec<std::borrow::Cow<ProviderConfig>> = chain
+/// Each provider of `chain` as `job` uses it: with the model the call asks
+/// for (a per-call `model=`, an embedding model), which errors and events name.
+pub(super) fn used_configs<'a>(
+    inner: &'a Inner,
+    chain: &[usize],
+    job: &Job,
+) -> Vec<std::borrow::Cow<'a, ProviderConfig>> {
+    chain
         .iter()
         .map(|&i| {
             let config = &inner.providers[i];
-            match providers::job_model(config, &job) {
+            match providers::job_model(config, job) {
                 model if model == config.model => std::borrow::Cow::Borrowed(config),
                 model => std::borrow::Cow::Owned(ProviderConfig {
                     model: model.to_string(),
@@ -505,12 +524,84 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
                 }),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// One prompt or embeddings call: the engine, then its answer or error as
+/// Python objects.
+async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
+    let call_id = new_call_id();
+    let result = run_engine(&inner, &mut call, &call_id, None).await?;
+    let used = used_configs(&inner, &call.chain, &call.job);
     let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-    let keys: Vec<&KeySource> = chain.iter().map(|&i| &inner.keys[i]).collect();
+    Python::attach(|py| match result {
+        Ok(success) => {
+            let attempts = attempts_list(py, &success.attempts, &configs)?;
+            let provider = &configs[success.provider].name;
+            match success.value {
+                Reply::Chat(chat) => {
+                    let data = ResponseData::new(py, chat, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+                Reply::Embed(embed) => {
+                    let data = EmbeddingsData::new(py, embed, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+                Reply::Stream(_) => Err(internal_error("a stream answered a whole call")),
+            }
+        }
+        Err(failure) => Err(call.raise(py, &failure, &configs, &call_id)),
+    })
+}
+
+impl Call {
+    /// The same call, read as a stream.
+    fn into_stream(mut self) -> Self {
+        if let Job::Chat(request) = self.job {
+            self.job = Job::Stream(request);
+            return self;
+        }
+        self
+    }
+
+    /// The exception a failed call raises (after its `CallFailed` event),
+    /// unless Python code run by the call asked to end it with its own.
+    pub(super) fn raise(
+        &mut self,
+        py: Python<'_>,
+        failure: &engine::CallFailure,
+        configs: &[&ProviderConfig],
+        call_id: &str,
+    ) -> PyErr {
+        let error = match call_error(py, failure, configs, call_id) {
+            Ok(error) => error,
+            Err(error) => return error,
+        };
+        self.events
+            .send_call_failed(py, call_id, error.bind(py), &failure.reason);
+        match self.interrupted.try_recv() {
+            Ok(interrupt) => interrupt,
+            Err(_) => PyErr::from_value(error.into_bound(py)),
+        }
+    }
+}
+
+/// One run of the engine for `call` (picking up after `resume` when given).
+/// The only place the engine is run. `Err` is Python code run by the call
+/// (a sleeper, a hook, a key callable) ending it.
+pub(super) async fn run_engine(
+    inner: &Inner,
+    call: &mut Call,
+    call_id: &str,
+    resume: Option<engine::Resume>,
+) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
+    let used = used_configs(inner, &call.chain, &call.job);
+    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+    let keys: Vec<&KeySource> = call.chain.iter().map(|&i| &inner.keys[i]).collect();
+    let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
-        .map(|c| providers::unable_for(c, &job))
+        .map(|c| providers::unable_for(c, job))
         .collect();
     let slots: Vec<ProviderSlot> = configs
         .iter()
@@ -520,24 +611,24 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
             unable: why.as_deref(),
         })
         .collect();
-    let call_id = new_call_id();
+    let attempt_timeout = call.timeout;
     let spec = CallSpec {
-        call_id: &call_id,
+        call_id,
         providers: &slots,
-        policy: &policy,
-        attempt_timeout: timeout,
-        deadline,
+        policy: &call.policy,
+        attempt_timeout,
+        deadline: call.deadline,
     };
+    let events = &call.events;
     let mut on_event =
         |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
-    let transport = &transport;
-    let interrupt = &interrupt;
-    let job = &job;
-    // Each provider's request is built once per call, on its first attempt;
+    let transport = &call.transport;
+    let interrupt = &call.interrupt;
+    // Each provider's request is built once per run, on its first attempt;
     // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
-    let run = engine::run(&spec, &clock, &mut unit, &mut on_event, |index, timeout| {
+    let run = engine::run_from(&spec, resume, &call.clock, &mut unit, &mut on_event, |index, timeout| {
         let provider = configs[index];
         let source = keys[index];
         let built = requests[index].get_or_init(|| {
@@ -566,16 +657,13 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
                 // outcome the engine could act on (fail over, call the next).
                 Err(None) => std::future::pending().await,
             };
-            let response = transport
-                .send(&sent, timeout)
-                .await
-                .map_err(|failure| providers::name_failure(provider, &sent, failure))?;
-            providers::parse_reply(provider, job, &sent, response)
+            providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
         }
     });
+    let interrupted = &mut call.interrupted;
     let result = tokio::select! {
         biased;
-        Ok(error) = &mut interrupted => return Err(error),
+        Ok(error) = &mut *interrupted => return Err(error),
         result = run => result,
     };
     // The engine may finish in the same poll in which a hook or a sleeper
@@ -583,28 +671,5 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
     if let Ok(error) = interrupted.try_recv() {
         return Err(error);
     }
-    Python::attach(|py| match result {
-        Ok(success) => {
-            let attempts = attempts_list(py, &success.attempts, &configs)?;
-            let provider = &configs[success.provider].name;
-            match success.value {
-                Reply::Chat(chat) => {
-                    let data = ResponseData::new(py, chat, provider, attempts, &call_id)?;
-                    Ok(Py::new(py, data)?.into_any())
-                }
-                Reply::Embed(embed) => {
-                    let data = EmbeddingsData::new(py, embed, provider, attempts, &call_id)?;
-                    Ok(Py::new(py, data)?.into_any())
-                }
-            }
-        }
-        Err(failure) => {
-            let error = call_error(py, &failure, &configs, &call_id)?;
-            events.send_call_failed(py, &call_id, error.bind(py), &failure.reason);
-            match interrupted.try_recv() {
-                Ok(interrupt) => Err(interrupt),
-                Err(_) => Err(PyErr::from_value(error.into_bound(py))),
-            }
-        }
-    })
+    Ok(result)
 }

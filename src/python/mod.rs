@@ -11,6 +11,7 @@ mod events;
 mod mock;
 mod runtime;
 mod seam;
+mod stream;
 
 use pyo3::prelude::*;
 
@@ -125,6 +126,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;
     m.add_class::<seam::EmbeddingsData>()?;
+    m.add_class::<stream::NativeStream>()?;
+    m.add_class::<stream::ChunkData>()?;
     m.add_class::<seam::AttemptData>()?;
     m.add_class::<seam::ToolCallData>()?;
     m.add_class::<clock::VirtualClock>()?;

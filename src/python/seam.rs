@@ -36,6 +36,8 @@ pub struct ProviderSpec<'py> {
     pub dimensions_field: String,
     /// Ask for embeddings as base64 (OpenAI and Azure).
     pub embed_base64: bool,
+    /// Ask a Chat Completions stream for usage (`stream_options`).
+    pub stream_usage: bool,
     /// Azure: the (callable) key is an Entra ID bearer token.
     pub entra_token: bool,
 }

@@ -1,0 +1,211 @@
+"""Streams: ``Client.stream()`` and ``Client.stream_async()`` return these.
+
+A stream sends nothing until it is first read. Until its first content
+chunk, failures are retried and failed over exactly as for ``prompt()``;
+after it, a failure raises ``StreamInterrupted`` (or, with
+``on_interrupt="restart"``, starts again and yields a ``"restart"`` chunk
+first). Chunks come from the native side in batches: one crossing per
+network read, not per chunk.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Optional
+
+from ._exceptions import FailoverError
+from ._models import Response, ToolCall, _tool_calls
+
+
+class Chunk:
+    """One piece of a streamed answer.
+
+    ``kind`` is ``"text"``, ``"reasoning"``, ``"tool_call"`` or ``"restart"``;
+    ``text`` is ``""`` on every kind but ``"text"`` (so ``"".join(c.text for c
+    in stream)`` is the answer). ``tool_call`` is the assembled ``ToolCall``
+    once complete. A ``"restart"`` chunk means everything yielded before it
+    is to be thrown away: ``discarded`` is that text, ``discarded_tool_calls``
+    those calls.
+    """
+
+    __slots__ = ("discarded", "discarded_tool_calls", "kind", "reasoning", "text", "tool_call")
+
+    kind: str
+    text: str
+    reasoning: str
+    tool_call: Optional[ToolCall]
+    discarded: str
+    discarded_tool_calls: tuple[ToolCall, ...]
+
+    def __init__(
+        self,
+        kind: str,
+        text: str = "",
+        reasoning: str = "",
+        tool_call: Optional[ToolCall] = None,
+        discarded: str = "",
+        discarded_tool_calls: tuple[ToolCall, ...] = (),
+    ) -> None:
+        self.kind = kind
+        self.text = text
+        self.reasoning = reasoning
+        self.tool_call = tool_call
+        self.discarded = discarded
+        self.discarded_tool_calls = discarded_tool_calls
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Chunk):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if self.kind == "text":
+            return f"Chunk(kind='text', text={self.text!r})"
+        if self.kind == "reasoning":
+            return f"Chunk(kind='reasoning', reasoning={self.reasoning!r})"
+        if self.kind == "tool_call":
+            return f"Chunk(kind='tool_call', tool_call={self.tool_call!r})"
+        return (
+            f"Chunk(kind='restart', discarded={self.discarded!r}, "
+            f"discarded_tool_calls={self.discarded_tool_calls!r})"
+        )
+
+
+def _chunk(data: Any) -> Chunk:
+    """A ``_native.ChunkData`` as a ``Chunk`` (text first: it is most of them)."""
+    kind = data.kind
+    if kind == "text":
+        return Chunk("text", data.text)
+    if kind == "reasoning":
+        return Chunk("reasoning", reasoning=data.reasoning)
+    if kind == "tool_call":
+        return Chunk("tool_call", tool_call=_tool_calls([data.tool_call])[0])
+    return Chunk(
+        "restart",
+        discarded=data.discarded,
+        discarded_tool_calls=_tool_calls(data.discarded_tool_calls),
+    )
+
+
+class _StreamBase:
+    __slots__ = ("_done", "_native", "_pending", "_response")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._pending: deque[Chunk] = deque()
+        self._done = False
+        self._response: Optional[Response] = None
+
+    def _take(self, batch: Optional[list[Any]]) -> None:
+        if batch is None:
+            self._done = True
+            data = self._native.response
+            if data is not None:
+                response = Response(data)
+                response.time_to_first_token = self._native.time_to_first_token
+                self._response = response
+        else:
+            self._pending.extend(map(_chunk, batch))
+
+    @property
+    def response(self) -> Response:
+        """The complete answer (text, tool calls, usage, finish reason, provider,
+        attempts, ``time_to_first_token``), once the stream has ended."""
+        if self._response is None:
+            raise FailoverError(
+                "the stream has not ended: read it to the end before asking for .response"
+            )
+        return self._response
+
+    @property
+    def text(self) -> str:
+        """The text so far (all of it once the stream has ended)."""
+        if self._response is not None:
+            return self._response.text
+        raise FailoverError("the stream has not ended: read it to the end first")
+
+
+class Stream(_StreamBase):
+    """A streamed answer: iterate it for ``Chunk``s; also a context manager.
+
+    Leaving the ``with`` block, ``close()``, breaking out and dropping it
+    close the connection at once.
+    """
+
+    __slots__ = ()
+
+    def __iter__(self) -> Stream:
+        return self
+
+    def __next__(self) -> Chunk:
+        while not self._pending:
+            if self._done:
+                raise StopIteration
+            try:
+                batch = self._native.next()
+            except BaseException:
+                self.close()
+                raise
+            self._take(batch)
+        return self._pending.popleft()
+
+    def close(self) -> None:
+        """Closes the connection; the stream ends."""
+        self._done = True
+        self._pending.clear()
+        self._native.close()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._done else "open"
+        return f"<failover.Stream {state}>"
+
+
+class AsyncStream(_StreamBase):
+    """A streamed answer for asyncio: ``async for`` it; also an async context
+    manager. Cancelling the task that iterates it closes the connection."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        while not self._pending:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                batch = await self._native.next_async()
+            except BaseException:
+                # A cancelled task keeps its frame (and this stream) alive:
+                # close the connection here, not at garbage collection.
+                self._close()
+                raise
+            self._take(batch)
+        return self._pending.popleft()
+
+    def _close(self) -> None:
+        self._done = True
+        self._pending.clear()
+        self._native.close()
+
+    async def aclose(self) -> None:
+        """Closes the connection; the stream ends."""
+        self._close()
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._close()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._done else "open"
+        return f"<failover.AsyncStream {state}>"

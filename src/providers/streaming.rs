@@ -1,0 +1,299 @@
+//! A chat answer read as it streams: the HTTP body through the wire's
+//! framing and event reader into the neutral [`Accumulator`].
+//!
+//! [`start`] is one attempt of a streaming call: it succeeds once the first
+//! content chunk is in hand, so everything before it (an error status, a
+//! cut, an idle stall, an error event inside the 200) is an ordinary failed
+//! attempt the engine retries or fails over. After that, [`LiveStream::next`]
+//! reads on; its failures are the caller's (`StreamInterrupted`, or a
+//! restart the caller asked for).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{error_failure, redact, request_id, ProviderConfig, Wire};
+use crate::engine::classify::{classify_status, ErrorBody};
+use crate::engine::{ErrorKind, Failure, Headers};
+use crate::http::{BodyStream, HttpRequest, Opened, ReqwestTransport};
+use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamError};
+
+/// A stream being read.
+pub struct LiveStream {
+    name: String,
+    wire: Wire,
+    overloaded_statuses: Vec<u16>,
+    secrets: Vec<String>,
+    status: u16,
+    headers: Headers,
+    pub request_id: Option<String>,
+    /// `None` once the body has ended (or was dropped: the connection is closed).
+    body: Option<BodyStream>,
+    host: String,
+    decoder: Decoder,
+    pub acc: Accumulator,
+    /// A failure that came after chunks still to hand out: reported next.
+    failed: Option<Failure>,
+    /// The body reached its end (or the end marker came and reading stopped).
+    done: bool,
+}
+
+impl std::fmt::Debug for LiveStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveStream")
+            .field("provider", &self.name)
+            .field("status", &self.status)
+            .finish()
+    }
+}
+
+/// A stream whose first content is in hand: what one successful streaming
+/// attempt gives the engine.
+#[derive(Debug)]
+pub struct StartedStream {
+    pub live: LiveStream,
+    /// The chunks read so far, for the caller.
+    pub first: Vec<Chunk>,
+}
+
+impl crate::engine::Answer for StartedStream {
+    fn status(&self) -> u16 {
+        self.live.status
+    }
+}
+
+/// One streaming attempt: opens the request and reads until the first
+/// content chunk (or a complete answer without any). `start_bound` caps the
+/// whole start (the call's deadline); `idle` each wait for the next read.
+pub async fn start(
+    provider: &ProviderConfig,
+    transport: &ReqwestTransport,
+    sent: &HttpRequest,
+    idle: Duration,
+    start_bound: Option<Duration>,
+) -> Result<StartedStream, Failure> {
+    let begin = async {
+        let opened = transport.open(sent, idle).await?;
+        let (status, headers, body) = match opened {
+            Opened::Whole(response) => {
+                let request_id = request_id(provider.wire, &response.headers)
+                    .map(|id| redact(&id, &sent.secrets));
+                return Err(error_failure(provider, &sent.secrets, response, request_id));
+            }
+            Opened::Streaming {
+                status,
+                headers,
+                body,
+            } => (status, headers, body),
+        };
+        let mut live = LiveStream {
+            name: provider.name.clone(),
+            wire: provider.wire,
+            overloaded_statuses: provider.overloaded_statuses.clone(),
+            secrets: sent.secrets.clone(),
+            request_id: request_id(provider.wire, &headers).map(|id| redact(&id, &sent.secrets)),
+            status,
+            host: body.host().to_string(),
+            headers,
+            body: Some(body),
+            decoder: Decoder::new(match provider.wire {
+                Wire::Ollama => Framing::Ndjson,
+                _ => Framing::Sse,
+            }),
+            acc: Accumulator::default(),
+            failed: None,
+            done: false,
+        };
+        let first = live.next(idle).await?.unwrap_or_default();
+        Ok(StartedStream { live, first })
+    };
+    match start_bound {
+        Some(bound) => match tokio::time::timeout(bound, begin).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::out_of_time(format!(
+                "{}: the stream did not start within {:.3}s",
+                provider.name,
+                bound.as_secs_f64()
+            ))),
+        },
+        None => begin.await,
+    }
+}
+
+impl LiveStream {
+    /// The next chunks for the caller; `None` when the answer is complete.
+    /// Waits at most `idle` for each read of the body.
+    pub async fn next(&mut self, idle: Duration) -> Result<Option<Vec<Chunk>>, Failure> {
+        if let Some(failure) = self.failed.take() {
+            return Err(failure);
+        }
+        let mut out = Vec::new();
+        let mut frames = Vec::new();
+        loop {
+            if self.done {
+                return Ok((!out.is_empty()).then_some(out));
+            }
+            let Some(body) = self.body.as_mut() else {
+                self.done = true;
+                continue;
+            };
+            let read = tokio::time::timeout(idle, body.next()).await;
+            let piece = match read {
+                Ok(Ok(Some(bytes))) => Some(bytes),
+                Ok(Ok(None)) => None,
+                // A stall or a cut after the end marker is no failure: the
+                // answer is whole (only a trailing usage chunk is lost).
+                _ if self.acc.ended => {
+                    self.close();
+                    continue;
+                }
+                Ok(Err(cut)) => return self.fail_after(out, cut),
+                Err(_) => {
+                    let failure = Failure::without_response(
+                        ErrorKind::Timeout,
+                        format!(
+                            "{}: no event from {} for {:.3}s (timeout)",
+                            self.name,
+                            self.host,
+                            idle.as_secs_f64()
+                        ),
+                    );
+                    return self.fail_after(out, failure);
+                }
+            };
+            let decoded = match &piece {
+                Some(bytes) => self.decoder.push(bytes, &mut frames),
+                None => self.decoder.finish(&mut frames),
+            };
+            if let Err(why) = decoded {
+                let failure = self.undecodable(why);
+                return self.fail_after(out, failure);
+            }
+            for frame in frames.drain(..) {
+                if let Err(failure) = self.frame(&frame, &mut out) {
+                    return self.fail_after(out, failure);
+                }
+                if self.done {
+                    break;
+                }
+            }
+            if piece.is_none() && !self.done {
+                // The body ended. Without the end marker (or with a tool
+                // call half written) the answer was cut.
+                self.close();
+                if !self.acc.ended || self.acc.has_pending_calls() {
+                    let failure = Failure::without_response(
+                        ErrorKind::Connection,
+                        format!(
+                            "{}: the stream from {} ended before the answer did",
+                            self.name, self.host
+                        ),
+                    );
+                    return self.fail_after(out, failure);
+                }
+            }
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+        }
+    }
+
+    /// Reads one frame into chunks; an error event is a failure.
+    fn frame(&mut self, frame: &Frame, out: &mut Vec<Chunk>) -> Result<(), Failure> {
+        let mut deltas = Vec::new();
+        let read = match self.wire {
+            Wire::OpenAI | Wire::Azure => super::openai::stream_event(frame, &mut deltas),
+            Wire::Anthropic => super::anthropic::stream_event(frame, &mut deltas),
+            Wire::Gemini => super::gemini::stream_event(frame, &mut deltas),
+            Wire::Ollama => super::ollama::stream_event(frame, &mut deltas),
+        };
+        read.map_err(|why| self.undecodable(why))?;
+        for delta in deltas {
+            match delta {
+                Delta::Error(error) => return Err(self.error_event(&error)),
+                Delta::End => {
+                    self.acc.apply(Delta::End, out);
+                    // Nothing follows the end marker: stop reading.
+                    self.close();
+                }
+                delta => self.acc.apply(delta, out),
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the connection: nothing more is read.
+    pub fn close(&mut self) {
+        self.body = None;
+        self.done = true;
+    }
+
+    /// `failure`, after the chunks already read are handed out.
+    fn fail_after(
+        &mut self,
+        out: Vec<Chunk>,
+        failure: Failure,
+    ) -> Result<Option<Vec<Chunk>>, Failure> {
+        self.close();
+        if out.is_empty() {
+            Err(failure)
+        } else {
+            self.failed = Some(failure);
+            Ok(Some(out))
+        }
+    }
+
+    fn undecodable(&self, why: String) -> Failure {
+        Failure {
+            kind: ErrorKind::ServerError,
+            status: Some(self.status),
+            headers: self.headers.clone(),
+            body: None,
+            message: redact(
+                &format!("{}: an event that cannot be decoded: {why}", self.name),
+                &self.secrets,
+            ),
+            request_id: self.request_id.clone(),
+            out_of_time: false,
+        }
+    }
+
+    /// An error event inside the 200, classified as its code would be as a
+    /// status for this provider; string types by name.
+    fn error_event(&self, error: &StreamError) -> Failure {
+        let text = redact(&error.error.to_string(), &self.secrets);
+        let wrapped = json!({ "error": error.error });
+        let parsed = ErrorBody::from_json(&wrapped);
+        let code = error
+            .error
+            .get("code")
+            .and_then(Value::as_u64)
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| (400..600).contains(c));
+        let kind_name = error
+            .error
+            .get("type")
+            .or_else(|| error.error.get("code"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = match (code, kind_name) {
+            (Some(code), _) => classify_status(code, &parsed, &self.overloaded_statuses),
+            (None, "overloaded_error") => ErrorKind::Overloaded,
+            (None, "api_error") => ErrorKind::ServerError,
+            (None, _) => classify_status(500, &parsed, &self.overloaded_statuses),
+        };
+        let message = match parsed.message {
+            Some(m) => format!("{}: error event in the stream: {m}", self.name),
+            None => format!("{}: error event in the stream", self.name),
+        };
+        Failure {
+            kind,
+            status: Some(code.unwrap_or(self.status)),
+            headers: self.headers.clone(),
+            body: Some(text),
+            message: redact(&message, &self.secrets),
+            request_id: self.request_id.clone(),
+            out_of_time: false,
+        }
+    }
+}
