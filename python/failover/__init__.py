@@ -29,7 +29,6 @@ from ._exceptions import (
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall, Usage
 from ._native import __version__
-from ._stream import AsyncStream, Chunk, Stream
 from ._policy import Backoff, RetryPolicy
 from ._providers import (
     XAI,
@@ -45,6 +44,7 @@ from ._providers import (
     OpenRouter,
     Provider,
 )
+from ._stream import AsyncStream, Chunk, Stream
 
 __all__ = [
     "XAI",

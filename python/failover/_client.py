@@ -10,10 +10,10 @@ from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError
 from ._models import Embeddings, Response, Tool
-from ._stream import AsyncStream, Stream
 from ._policy import RetryPolicy
 from ._providers import Provider, _checked_headers, _display_url, _url_problem
 from ._seam import CallArgs, EmbedArgs, TransportSpec
+from ._stream import AsyncStream, Stream
 
 #: A prompt: a string (one user message) or a list of message dicts.
 Prompt = Union[str, Sequence[Mapping[str, Any]]]

@@ -207,6 +207,7 @@ class NativeMockServer:
         sse: list[str] | None,
         delay: float,
         fault: str | None,
+        chunks: list[bytes] | None = None,
     ) -> None: ...
     def requests(self) -> list[tuple[str, str, list[tuple[str, str]], bytes]]: ...
     @property

@@ -239,14 +239,20 @@ class MockServer:
         sse: Optional[Sequence[str]] = None,
         delay: float = 0.0,
         fault: Optional[str] = None,
+        chunks: Optional[Sequence[Union[bytes, str]]] = None,
     ) -> None:
         """Scripts the next response.
 
         ``json`` is serialised; ``body`` is sent as is; ``sse`` is a list of
         server-sent events (each the text of one event, e.g. ``'data: {...}'``).
-        ``delay`` waits (really) before answering. ``fault``: ``"reset"`` drops
-        the connection, ``"hang"`` never answers, ``"cut:N"`` stops a stream
-        after N events (or a body after N bytes).
+        ``chunks`` is a streamed body written piece by piece exactly as given
+        (no separators, each its own network read: a piece may end inside a
+        character), e.g. NDJSON lines. ``delay`` waits (really) before
+        answering. ``fault``: ``"reset"`` drops the connection, ``"hang"``
+        never answers, ``"cut:N"`` stops a stream after N events or chunks
+        (or a body after N bytes) and resets the connection, ``"stall:N"``
+        sends N events or chunks and then nothing, keeping the connection
+        open.
 
         A bad script fails here, at once, with ``ValueError``: a ``status``
         that is not an int from 100 to 599, a push after ``close()``, ``sse=``
@@ -261,6 +267,13 @@ class MockServer:
             raise ValueError("give json= or body=, not both")
         if sse is not None and (json is not None or body is not None):
             raise ValueError("give sse= alone: a stream has no json= or body=")
+        if chunks is not None and (sse is not None or json is not None or body is not None):
+            raise ValueError("give chunks= alone: a stream has no sse=, json= or body=")
+        if isinstance(chunks, (str, bytes)):
+            raise ValueError("chunks= is a list of pieces, not one str")
+        pieces = None
+        if chunks is not None:
+            pieces = [c.encode() if isinstance(c, str) else bytes(c) for c in chunks]
         if isinstance(sse, (str, bytes)):
             raise ValueError("sse= is a list of events (each the text of one event), not one str")
         raw = _json.dumps(json).encode() if json is not None else body or b""
@@ -268,7 +281,8 @@ class MockServer:
             raw = raw.encode()
         if json is not None and not any(k.lower() == "content-type" for k, _ in pairs):
             pairs.append(("content-type", "application/json"))
-        self._native.push(status, pairs, raw, list(sse) if sse is not None else None, delay, fault)
+        events = list(sse) if sse is not None else None
+        self._native.push(status, pairs, raw, events, delay, fault, pieces)
 
     def push_text(
         self,

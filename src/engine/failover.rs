@@ -924,7 +924,11 @@ mod tests {
         .unwrap();
         assert_eq!(called, vec![0]);
         assert_eq!(
-            result.attempts.iter().map(|a| (a.provider, a.kind)).collect::<Vec<_>>(),
+            result
+                .attempts
+                .iter()
+                .map(|a| (a.provider, a.kind))
+                .collect::<Vec<_>>(),
             vec![(0, Some(Connection)), (0, None)]
         );
         assert_eq!(result.attempts[0].duration, Duration::from_secs(3));

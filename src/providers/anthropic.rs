@@ -308,7 +308,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
     match kind {
         "message_start" => {
-            let message = json.get("message").ok_or("message_start without a message")?;
+            let message = json
+                .get("message")
+                .ok_or("message_start without a message")?;
             if let Some(model) = message.get("model").and_then(Value::as_str) {
                 out.push(Delta::Model(model.to_string()));
             }
@@ -317,7 +319,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             }
         }
         "content_block_start" => {
-            let block = json.get("content_block").ok_or("content_block_start without a block")?;
+            let block = json
+                .get("content_block")
+                .ok_or("content_block_start without a block")?;
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => out.push(Delta::Text(text(block, "text"))),
                 Some("thinking") => out.push(Delta::Reasoning(text(block, "thinking"))),
@@ -331,7 +335,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             }
         }
         "content_block_delta" => {
-            let delta = json.get("delta").ok_or("content_block_delta without a delta")?;
+            let delta = json
+                .get("delta")
+                .ok_or("content_block_delta without a delta")?;
             match delta.get("type").and_then(Value::as_str) {
                 Some("text_delta") => out.push(Delta::Text(text(delta, "text"))),
                 Some("thinking_delta") => out.push(Delta::Reasoning(text(delta, "thinking"))),
@@ -357,13 +363,20 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                 }
                 out.push(Delta::Usage(patch));
             }
-            if let Some(reason) = json.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str) {
+            if let Some(reason) = json
+                .get("delta")
+                .and_then(|d| d.get("stop_reason"))
+                .and_then(Value::as_str)
+            {
                 out.push(Delta::Finish(conversation::finish_reason(reason)));
             }
         }
         "message_stop" => out.push(Delta::End),
         "error" => out.push(Delta::Error(StreamError {
-            error: json.get("error").cloned().unwrap_or(Value::Object(json.clone())),
+            error: json
+                .get("error")
+                .cloned()
+                .unwrap_or(Value::Object(json.clone())),
         })),
         _ => {} // ping, and event types added later
     }

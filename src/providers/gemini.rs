@@ -357,7 +357,9 @@ fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
         "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" if has_calls => {
             "tool_calls".to_string()
         }
-        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => "stop".to_string(),
+        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => {
+            "stop".to_string()
+        }
         "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
         | "LANGUAGE" => "content_filter".to_string(),
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
@@ -393,7 +395,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     };
     let json: Map<String, Value> = super::event_json(data)?;
     if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
-        out.push(Delta::Error(StreamError { error: error.clone() }));
+        out.push(Delta::Error(StreamError {
+            error: error.clone(),
+        }));
         return Ok(());
     }
     if let Some(model) = super::string_at(&json, "modelVersion") {
@@ -403,17 +407,27 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         out.push(Delta::Usage(usage_of(usage)));
     }
     let Some(candidate) = json.get("candidates").and_then(|c| c.get(0)) else {
-        if json.get("promptFeedback").and_then(|f| f.get("blockReason")).is_some() {
+        if json
+            .get("promptFeedback")
+            .and_then(|f| f.get("blockReason"))
+            .is_some()
+        {
             out.push(Delta::Finish("content_filter".into()));
         }
         return Ok(());
     };
     let mut has_calls = false;
-    if let Some(parts) = candidate.pointer("/content/parts").and_then(Value::as_array) {
+    if let Some(parts) = candidate
+        .pointer("/content/parts")
+        .and_then(Value::as_array)
+    {
         for p in parts {
             if let Some(call) = p.get("functionCall") {
                 has_calls = true;
-                let name = call.get("name").and_then(Value::as_str).ok_or("a function call without a name")?;
+                let name = call
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("a function call without a name")?;
                 out.push(Delta::ToolCall(ToolCall {
                     id: call
                         .get("id")
@@ -421,10 +435,17 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                         .filter(|id| !id.is_empty())
                         .map_or_else(super::new_call_id, str::to_string),
                     name: name.to_string(),
-                    arguments_json: call.get("args").cloned().unwrap_or_else(|| json!({})).to_string(),
+                    arguments_json: call
+                        .get("args")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}))
+                        .to_string(),
                 }));
             } else if let Some(text) = p.get("text") {
-                let text = text.as_str().ok_or("a text part that is not text")?.to_string();
+                let text = text
+                    .as_str()
+                    .ok_or("a text part that is not text")?
+                    .to_string();
                 if p.get("thought") == Some(&Value::Bool(true)) {
                     out.push(Delta::Reasoning(text));
                 } else {
@@ -436,7 +457,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     if let Some(raw) = candidate.get("finishReason").and_then(Value::as_str) {
         match finish_reason(raw, has_calls) {
             Ok(reason) => out.push(Delta::Finish(reason)),
-            Err(why) => out.push(Delta::Error(StreamError { error: json!({ "message": why }) })),
+            Err(why) => out.push(Delta::Error(StreamError {
+                error: json!({ "message": why }),
+            })),
         }
     }
     Ok(())

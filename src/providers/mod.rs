@@ -182,8 +182,9 @@ pub enum Job {
 pub enum Reply {
     Chat(ChatResponse),
     Embed(EmbedResponse),
-    /// A stream whose first content is in hand.
-    Stream(streaming::StartedStream),
+    /// A stream whose first content is in hand (boxed: it carries a whole
+    /// decoder and accumulator).
+    Stream(Box<streaming::StartedStream>),
 }
 
 impl crate::engine::Answer for Reply {
@@ -191,7 +192,7 @@ impl crate::engine::Answer for Reply {
         match self {
             Self::Chat(chat) => chat.status,
             Self::Embed(embed) => embed.status,
-            Self::Stream(stream) => crate::engine::Answer::status(stream),
+            Self::Stream(stream) => crate::engine::Answer::status(stream.as_ref()),
         }
     }
 }
@@ -254,7 +255,7 @@ pub async fn exchange(
             let start_bound = (timeout < attempt_timeout).then_some(timeout);
             streaming::start(provider, transport, sent, timeout, start_bound)
                 .await
-                .map(Reply::Stream)
+                .map(|started| Reply::Stream(Box::new(started)))
         }
         Job::Chat(_) | Job::Embed(_) => {
             let response = transport

@@ -174,7 +174,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     };
     let json: Map<String, Value> = super::event_json(line)?;
     if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
-        out.push(Delta::Error(StreamError { error: error.clone() }));
+        out.push(Delta::Error(StreamError {
+            error: error.clone(),
+        }));
         return Ok(());
     }
     if let Some(model) = super::string_at(&json, "model") {
@@ -187,8 +189,16 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         if let Some(text) = message.get("content").and_then(Value::as_str) {
             out.push(Delta::Text(text.to_string()));
         }
-        for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-            out.push(Delta::ToolCall(super::function_call(call, Some(super::new_call_id))?));
+        for call in message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.push(Delta::ToolCall(super::function_call(
+                call,
+                Some(super::new_call_id),
+            )?));
         }
     }
     if json.get("done") == Some(&Value::Bool(true)) {

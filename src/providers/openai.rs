@@ -212,7 +212,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
                 .and_then(Value::as_str)
                 .map(conversation::finish_reason)
         },
-        usage: answer_usage(json).map(|u| usage(u)).unwrap_or_default(),
+        usage: answer_usage(json).map(usage).unwrap_or_default(),
         request_id: None,
         raw: String::new(),
         status: 200,

@@ -232,9 +232,11 @@ impl LiveStream {
     fn fail_after(
         &mut self,
         out: Vec<Chunk>,
-        failure: Failure,
+        mut failure: Failure,
     ) -> Result<Option<Vec<Chunk>>, Failure> {
         self.close();
+        // The stream's own status: the attempt was answered with it.
+        failure.status = failure.status.or(Some(self.status));
         if out.is_empty() {
             Err(failure)
         } else {

@@ -14,11 +14,11 @@ use super::convert::{call_error, json_from, messages_from, text_arg};
 use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::runtime::{self, runtime, Interrupt};
-use super::stream::NativeStream;
 use super::seam::{
     attempts_list, optional_seconds, CallArgs, EmbedArgs, EmbeddingsData, ProviderSpec,
     ResponseData, TransportSpec,
 };
+use super::stream::NativeStream;
 use crate::conversation;
 use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
 use crate::http::{HttpRequest, ReqwestTransport};
@@ -189,7 +189,11 @@ impl NativeClient {
     /// (`on_interrupt="restart"`) instead of raising `StreamInterrupted`.
     fn stream(&self, py: Python<'_>, args: CallArgs<'_>, restart: bool) -> PyResult<NativeStream> {
         let call = self.call(py, args, None)?;
-        Ok(NativeStream::new(Arc::clone(&self.inner), call.into_stream(), restart))
+        Ok(NativeStream::new(
+            Arc::clone(&self.inner),
+            call.into_stream(),
+            restart,
+        ))
     }
 
     /// `stream` for asyncio: called on the event loop that will iterate it.
@@ -628,38 +632,45 @@ pub(super) async fn run_engine(
     // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
-    let run = engine::run_from(&spec, resume, &call.clock, &mut unit, &mut on_event, |index, timeout| {
-        let provider = configs[index];
-        let source = keys[index];
-        let built = requests[index].get_or_init(|| {
-            let mut base = providers::build(provider, job);
-            providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
-            match source {
-                KeySource::Fixed => {
-                    providers::authorize(provider, &base, provider.api_key.as_deref())
+    let run = engine::run_from(
+        &spec,
+        resume,
+        &call.clock,
+        &mut unit,
+        &mut on_event,
+        |index, timeout| {
+            let provider = configs[index];
+            let source = keys[index];
+            let built = requests[index].get_or_init(|| {
+                let mut base = providers::build(provider, job);
+                providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
+                match source {
+                    KeySource::Fixed => {
+                        providers::authorize(provider, &base, provider.api_key.as_deref())
+                    }
+                    KeySource::Callable(_) => base,
                 }
-                KeySource::Callable(_) => base,
-            }
-        });
-        let sent = match source {
-            KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
-            KeySource::Callable(callable) => {
-                callable_key(provider, callable, &built.secrets, interrupt).map(|key| {
-                    std::borrow::Cow::Owned(providers::authorize(provider, built, Some(&key)))
-                })
-            }
-        };
-        async move {
-            let sent = match sent {
-                Ok(sent) => sent,
-                Err(Some(failure)) => return Err(failure),
-                // The call is being ended by the interrupt: never report an
-                // outcome the engine could act on (fail over, call the next).
-                Err(None) => std::future::pending().await,
+            });
+            let sent = match source {
+                KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
+                KeySource::Callable(callable) => {
+                    callable_key(provider, callable, &built.secrets, interrupt).map(|key| {
+                        std::borrow::Cow::Owned(providers::authorize(provider, built, Some(&key)))
+                    })
+                }
             };
-            providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
-        }
-    });
+            async move {
+                let sent = match sent {
+                    Ok(sent) => sent,
+                    Err(Some(failure)) => return Err(failure),
+                    // The call is being ended by the interrupt: never report an
+                    // outcome the engine could act on (fail over, call the next).
+                    Err(None) => std::future::pending().await,
+                };
+                providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
+            }
+        },
+    );
     let interrupted = &mut call.interrupted;
     let result = tokio::select! {
         biased;

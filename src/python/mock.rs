@@ -18,12 +18,16 @@ fn parse_fault(fault: Option<&str>) -> PyResult<Option<Fault>> {
     match fault {
         "reset" => Ok(Some(Fault::Reset)),
         "hang" => Ok(Some(Fault::Hang)),
-        other => match other.strip_prefix("cut:").and_then(|n| n.parse().ok()) {
-            Some(n) => Ok(Some(Fault::CutAfterEvents(n))),
-            None => Err(PyValueError::new_err(format!(
-                "unknown fault {other:?}: use \"reset\", \"hang\" or \"cut:N\""
-            ))),
-        },
+        other => {
+            let count = |prefix: &str| other.strip_prefix(prefix).and_then(|n| n.parse().ok());
+            match (count("cut:"), count("stall:")) {
+                (Some(n), _) => Ok(Some(Fault::CutAfterEvents(n))),
+                (_, Some(n)) => Ok(Some(Fault::StallAfterEvents(n))),
+                _ => Err(PyValueError::new_err(format!(
+                    "unknown fault {other:?}: use \"reset\", \"hang\", \"cut:N\" or \"stall:N\""
+                ))),
+            }
+        }
     }
 }
 
@@ -56,7 +60,8 @@ impl NativeMockServer {
         self.server.url()
     }
 
-    #[pyo3(signature = (status, headers, body, sse, delay, fault))]
+    #[pyo3(signature = (status, headers, body, sse, delay, fault, chunks=None))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of MockServer.push
     fn push(
         &self,
         status: &Bound<'_, PyAny>,
@@ -65,6 +70,7 @@ impl NativeMockServer {
         sse: Option<Vec<String>>,
         delay: f64,
         fault: Option<&str>,
+        chunks: Option<Vec<Vec<u8>>>,
     ) -> PyResult<()> {
         let delay = crate::engine::hints::secs(delay).ok_or_else(|| {
             PyValueError::new_err("delay must be a finite number of seconds >= 0")
@@ -73,6 +79,7 @@ impl NativeMockServer {
         response.headers = headers;
         response.body = body;
         response.sse = sse;
+        response.chunks = chunks;
         response.delay = delay.min(Duration::from_secs(3600));
         response.fault = parse_fault(fault)?;
         self.server

@@ -145,7 +145,8 @@ impl Driver {
         loop {
             let live = match &mut self.state {
                 State::Fresh => {
-                    let result = run_engine(&self.inner, &mut self.call, &self.call_id, None).await?;
+                    let result =
+                        run_engine(&self.inner, &mut self.call, &self.call_id, None).await?;
                     let first = self.started_from(result, Vec::new())?;
                     if !first.is_empty() {
                         return Ok(Step::Chunks(first));
@@ -198,7 +199,12 @@ impl Driver {
                         // The restart failed too: the stream stays broken.
                         Err(call_failure) => {
                             let partial = stream.acc.text.clone();
-                            return Err(self.restart_failed(failure, partial, provider, call_failure));
+                            return Err(self.restart_failed(
+                                failure,
+                                partial,
+                                provider,
+                                call_failure,
+                            ));
                         }
                     };
                     let mut chunks = vec![discarded];
@@ -232,6 +238,7 @@ impl Driver {
             return Err(internal_error("a whole answer came back for a stream"));
         };
         earlier.extend(success.attempts);
+        let started = *started;
         self.state = State::Live(Box::new(Live {
             stream: started.live,
             provider: success.provider,
@@ -263,7 +270,10 @@ impl Driver {
         let response = Python::attach(|py| {
             let attempts = attempts_list(py, &live.attempts, &configs)?;
             let name = &configs[live.provider].name;
-            Py::new(py, ResponseData::new(py, chat, name, attempts, &self.call_id)?)
+            Py::new(
+                py,
+                ResponseData::new(py, chat, name, attempts, &self.call_id)?,
+            )
         })?;
         self.response = Some(response);
         Ok(())
@@ -276,7 +286,14 @@ impl Driver {
         };
         let partial = live.stream.acc.text.clone();
         let usage = live.stream.acc.usage.clone();
-        self.stream_interrupted(failure, partial, live.provider, &usage, &live.attempts, cause)
+        self.stream_interrupted(
+            failure,
+            partial,
+            live.provider,
+            &usage,
+            &live.attempts,
+            cause,
+        )
     }
 
     fn restart_failed(
@@ -292,7 +309,14 @@ impl Driver {
         let call_id = self.call_id.clone();
         let cause = Python::attach(|py| self.call.raise(py, &call_failure, &configs, &call_id));
         let usage = crate::stream::Usage::default();
-        self.stream_interrupted(failure, partial, provider, &usage, &call_failure.attempts, Some(cause))
+        self.stream_interrupted(
+            failure,
+            partial,
+            provider,
+            &usage,
+            &call_failure.attempts,
+            Some(cause),
+        )
     }
 
     fn stream_interrupted(

@@ -56,9 +56,12 @@ impl Decoder {
     /// The frames `bytes` completes. A line that is not UTF-8 is an error:
     /// an undecodable event is a failure of the stream, never dropped text.
     pub fn push(&mut self, bytes: &[u8], frames: &mut Vec<Frame>) -> Result<(), String> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
         let mut start = 0;
         let mut i = 0;
-        if self.after_cr && bytes.first() == Some(&b'\n') {
+        if self.after_cr && bytes[0] == b'\n' {
             start = 1;
             i = 1;
         }

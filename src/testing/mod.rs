@@ -39,6 +39,9 @@ pub enum Fault {
     /// Non-SSE: send the head (with the full `Content-Length`) and only the first
     /// `n` body bytes, then reset the connection.
     CutAfterEvents(usize),
+    /// A stream: send the head and the first `n` events (or chunks), then
+    /// send nothing more and keep the connection open (an idle stall).
+    StallAfterEvents(usize),
 }
 
 /// One scripted answer, served to exactly one request.
@@ -56,6 +59,12 @@ pub struct ScriptedResponse {
     /// text, written followed by `"\n\n"` and flushed individually; the connection
     /// is closed afterwards to end the body.
     pub sse: Option<Vec<String>>,
+    /// If set, a streamed body: each piece is written as it is (no
+    /// separator) and flushed on its own, a few milliseconds apart, so the
+    /// client reads them separately (a read may end inside a character);
+    /// the connection is closed afterwards. `content-type` defaults to
+    /// `text/event-stream`.
+    pub chunks: Option<Vec<Vec<u8>>>,
     /// Real time to wait before sending anything.
     pub delay: Duration,
     /// Optional fault injection.
@@ -70,6 +79,7 @@ impl ScriptedResponse {
             headers: Vec::new(),
             body: Vec::new(),
             sse: None,
+            chunks: None,
             delay: Duration::ZERO,
             fault: None,
         }

@@ -125,22 +125,47 @@ async fn respond(
     if !response.delay.is_zero() {
         tokio::time::sleep(response.delay).await;
     }
-    let cut = match response.fault {
+    let (cut, stall) = match response.fault {
         Some(Fault::Reset) => return Ok(After::Reset),
-        Some(Fault::CutAfterEvents(n)) => Some(n),
-        _ => None,
+        Some(Fault::CutAfterEvents(n)) => (Some(n), None),
+        Some(Fault::StallAfterEvents(n)) => (None, Some(n)),
+        _ => (None, None),
     };
 
-    if let Some(events) = &response.sse {
+    // A stream: SSE events (each followed by a blank line) or raw pieces.
+    let pieces: Option<Vec<Vec<u8>>> = match (&response.sse, &response.chunks) {
+        (Some(events), _) => Some(
+            events
+                .iter()
+                .map(|e| [e.as_bytes(), b"\n\n"].concat())
+                .collect(),
+        ),
+        (None, Some(chunks)) => Some(chunks.clone()),
+        (None, None) => None,
+    };
+    if let Some(pieces) = pieces {
+        let raw = response.chunks.is_some() && response.sse.is_none();
         stream.write_all(&encode_sse_head(&response)).await?;
         stream.flush().await?;
         if !is_head {
-            for event in events.iter().take(cut.unwrap_or(usize::MAX)) {
-                let mut chunk = Vec::with_capacity(event.len() + 2);
-                chunk.extend_from_slice(event.as_bytes());
-                chunk.extend_from_slice(b"\n\n");
-                stream.write_all(&chunk).await?;
+            let limit = cut.or(stall).unwrap_or(usize::MAX);
+            for (i, piece) in pieces.iter().take(limit).enumerate() {
+                if raw && i > 0 {
+                    // Apart in time, so each is a read of its own.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                stream.write_all(piece).await?;
                 stream.flush().await?;
+            }
+        }
+        if stall.is_some() {
+            // Send nothing more; keep the socket until the client leaves.
+            let mut scratch = [0u8; 4096];
+            loop {
+                match stream.read(&mut scratch).await {
+                    Ok(0) | Err(_) => return Ok(After::Drop),
+                    Ok(_) => {}
+                }
             }
         }
         return Ok(if cut.is_some() {

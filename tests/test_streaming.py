@@ -1,0 +1,566 @@
+"""Streaming through the public API against MockServer streams (and a raw socket
+where the test must see the connection close): each wire, retries and failover
+before the first chunk, StreamInterrupted after it, restarts, ends and cuts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+from conftest import KEY, anthropic, openai
+
+
+@pytest.fixture(params=["sync", "async"])
+def face(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def collect(
+    face: str, client: failover.Client, prompt: Any = "Hi", **kwargs: Any
+) -> tuple[list[failover.Chunk], failover.Response]:
+    """Every chunk of a stream, and its response, through either face."""
+    if face == "sync":
+        with client.stream(prompt, **kwargs) as stream:
+            chunks = list(stream)
+        return chunks, stream.response
+
+    async def run() -> tuple[list[failover.Chunk], failover.Response]:
+        async with client.stream_async(prompt, **kwargs) as stream:
+            chunks = [c async for c in stream]
+        return chunks, stream.response
+
+    return asyncio.run(run())
+
+
+def oa(data: Any) -> str:
+    return "data: " + json.dumps(data, ensure_ascii=False)
+
+
+def oa_text(text: str, **extra: Any) -> str:
+    return oa({"model": "gpt-4.1", "choices": [{"index": 0, "delta": {"content": text}}], **extra})
+
+
+OA_STOP = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+OA_USAGE = oa({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+
+
+def ant(kind: str, data: dict[str, Any]) -> str:
+    """An Anthropic stream event."""
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
+
+
+def texts(chunks: list[failover.Chunk]) -> str:
+    return "".join(c.text for c in chunks)
+
+
+# --------------------------------------------------------------------------- each wire
+
+
+def test_openai_text_tool_calls_and_usage(mock_server: MockServer, face: str) -> None:
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather"}}
+    mock_server.push(
+        sse=[
+            oa_text("Let me "),
+            oa_text("check."),
+            oa(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {**call, "function": {"name": "weather", "arguments": '{"ci'}}
+                                ]
+                            },
+                        }
+                    ]
+                }
+            ),
+            oa(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {"index": 0, "function": {"arguments": 'ty": "Oslo"}'}}
+                                ]
+                            },
+                        }
+                    ]
+                }
+            ),
+            oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            OA_USAGE,
+            "data: [DONE]",
+        ]
+    )
+    client = failover.Client({"o": openai(mock_server)})
+    chunks, r = collect(face, client, tools=[failover.Tool("weather")])
+    assert [c.kind for c in chunks] == ["text", "text", "tool_call"]
+    assert texts(chunks) == "Let me check." == r.text
+    assert chunks[2].tool_call is not None
+    assert (chunks[2].tool_call.name, chunks[2].tool_call.arguments) == (
+        "weather",
+        {"city": "Oslo"},
+    )
+    assert r.tool_calls == (chunks[2].tool_call,)
+    assert (r.finish_reason, r.model, r.provider) == ("tool_calls", "gpt-4.1", "o")
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (11, 3)
+    assert r.time_to_first_token is not None and r.time_to_first_token >= 0
+    [attempt] = r.attempts
+    assert (attempt.status, attempt.kind) == (200, None)
+    body = mock_server.requests[0].json
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert mock_server.requests[0].headers["accept"] == "text/event-stream"
+
+
+def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face: str) -> None:
+    def ev(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
+
+    mock_server.push(
+        sse=[
+            ev(
+                "message_start",
+                {
+                    "message": {
+                        "model": "claude-haiku-4-5",
+                        "usage": {
+                            "input_tokens": 10,
+                            "cache_read_input_tokens": 5,
+                            "output_tokens": 1,
+                        },
+                    }
+                },
+            ),
+            ev("ping", {}),
+            ev(
+                "content_block_start",
+                {"index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Hmm."}},
+            ),
+            ev("content_block_stop", {"index": 0}),
+            ev("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ev(
+                "content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Sure"}}
+            ),
+            ev("content_block_stop", {"index": 1}),
+            ev(
+                "content_block_start",
+                {
+                    "index": 2,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "weather",
+                        "input": {},
+                    },
+                },
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city":'}},
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 2, "delta": {"type": "input_json_delta", "partial_json": ' "Rome"}'}},
+            ),
+            ev("content_block_stop", {"index": 2}),
+            ev(
+                "message_delta",
+                {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}},
+            ),
+            ev("message_stop", {}),
+        ]
+    )
+    client = failover.Client({"a": anthropic(mock_server)})
+    chunks, r = collect(face, client, tools=[failover.Tool("weather")])
+    assert [c.kind for c in chunks] == ["reasoning", "text", "tool_call"]
+    assert chunks[0].reasoning == "Hmm." and chunks[0].text == ""
+    assert chunks[2].tool_call is not None
+    assert (chunks[2].tool_call.id, chunks[2].tool_call.arguments) == ("toolu_1", {"city": "Rome"})
+    assert (r.text, r.finish_reason, r.model) == ("Sure", "tool_calls", "claude-haiku-4-5")
+    # Input from message_start (cache reads included), output from message_delta.
+    assert (r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens) == (15, 5, 42)
+    assert mock_server.requests[0].json["stream"] is True
+
+
+def test_gemini_sse_with_crlf_separators(mock_server: MockServer, face: str) -> None:
+    def chunk(data: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(data).encode() + b"\r\n\r\n"
+
+    mock_server.push(
+        chunks=[
+            chunk(
+                {
+                    "candidates": [{"content": {"role": "model", "parts": [{"text": "Bon"}]}}],
+                    "modelVersion": "gemini-2.5-flash",
+                }
+            ),
+            chunk(
+                {
+                    "candidates": [
+                        {
+                            "content": {"role": "model", "parts": [{"text": "jour"}]},
+                            "finishReason": "STOP",
+                        }
+                    ],
+                    "usageMetadata": {
+                        "promptTokenCount": 4,
+                        "candidatesTokenCount": 2,
+                        "thoughtsTokenCount": 7,
+                    },
+                }
+            ),
+        ]
+    )
+    client = failover.Client(
+        {
+            "g": failover.Gemini(
+                "gemini-2.5-flash", api_key="AIza-stream-test-123", base_url=mock_server.url
+            )
+        }
+    )
+    chunks, r = collect(face, client)
+    assert texts(chunks) == "Bonjour" == r.text
+    assert (r.finish_reason, r.usage.input_tokens, r.usage.output_tokens) == ("stop", 4, 9)
+    assert mock_server.requests[0].path == "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+
+
+def test_ollama_ndjson_with_a_line_split_across_reads(mock_server: MockServer, face: str) -> None:
+    lines = [
+        {"model": "llama3.2", "message": {"role": "assistant", "content": "Ci"}, "done": False},
+        {"model": "llama3.2", "message": {"role": "assistant", "content": "ao"}, "done": False},
+        {
+            "model": "llama3.2",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 8,
+            "eval_count": 2,
+        },
+    ]
+    raw = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    mock_server.push(
+        chunks=[raw[:20], raw[20:70], raw[70:]], headers={"content-type": "application/x-ndjson"}
+    )
+    client = failover.Client({"local": failover.Ollama("llama3.2", base_url=mock_server.url)})
+    chunks, r = collect(face, client)
+    assert texts(chunks) == "Ciao"
+    assert (r.finish_reason, r.usage.input_tokens, r.usage.output_tokens) == ("stop", 8, 2)
+    assert mock_server.requests[0].json["stream"] is True
+
+
+def test_a_chunk_boundary_inside_a_multibyte_character(mock_server: MockServer) -> None:
+    event = (oa_text("héllo wörld 日本") + "\n\n").encode()
+    cut = event.index("日".encode()) + 1  # inside the three bytes of 日
+    mock_server.push(chunks=[event[:cut], event[cut:], (OA_STOP + "\n\n").encode()])
+    client = failover.Client({"o": openai(mock_server)})
+    _chunks, r = collect("sync", client)
+    assert r.text == "héllo wörld 日本"
+
+
+# --------------------------------------------------------------------------- before the first chunk
+
+
+def test_a_429_before_the_stream_is_waited_out(mock_server: MockServer, face: str) -> None:
+    mock_server.push(status=429, headers={"retry-after": "2"}, json={"error": {"message": "slow"}})
+    mock_server.push(sse=[oa_text("ok"), OA_STOP])
+    sleeper = FakeSleeper()
+    client = failover.Client({"o": openai(mock_server)}, sleeper=sleeper)
+    chunks, r = collect(face, client)
+    assert texts(chunks) == "ok"
+    sleeper.assert_sequence([2.0])
+    assert [(a.status, a.kind) for a in r.attempts] == [(429, "rate_limited"), (200, None)]
+
+
+def test_an_overloaded_error_inside_a_200_fails_over_before_any_text(
+    mock_server: MockServer, backup_server: MockServer, face: str
+) -> None:
+    mock_server.push(
+        sse=[
+            ant("message_start", {"message": {"model": "claude", "usage": {"input_tokens": 3}}}),
+            ant("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ]
+    )
+    backup_server.push(sse=[oa_text("from gpt"), OA_STOP, "data: [DONE]"])
+    events: list[Any] = []
+    client = failover.Client(
+        {"claude": anthropic(mock_server), "gpt": openai(backup_server)},
+        retry=failover.RetryPolicy(max_retries=0),
+        sleeper=FakeSleeper(),
+        on_event=events.append,
+    )
+    chunks, r = collect(face, client)
+    assert [c.kind for c in chunks] == ["text"] and texts(chunks) == "from gpt"
+    assert r.provider == "gpt"
+    assert [(a.provider, a.status, a.kind) for a in r.attempts] == [
+        ("claude", 200, "overloaded"),
+        ("gpt", 200, None),
+    ]
+    assert [type(e).__name__ for e in events] == ["FailedOver"]
+
+
+def test_a_cut_before_any_content_is_retried(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa({"choices": [], "model": "m"}), oa_text("never")], fault="cut:1")
+    mock_server.push(sse=[oa_text("whole"), OA_STOP])
+    client = failover.Client({"o": openai(mock_server)}, sleeper=FakeSleeper())
+    chunks, r = collect("sync", client)
+    assert texts(chunks) == "whole"
+    assert [a.kind for a in r.attempts] == ["connection", None]
+
+
+def test_an_error_status_before_the_stream_raises_its_class(
+    mock_server: MockServer, face: str
+) -> None:
+    mock_server.push(status=401, json={"error": {"message": f"bad key {KEY}"}})
+    client = failover.Client({"o": openai(mock_server)})
+    with pytest.raises(failover.AuthenticationError) as info:
+        collect(face, client)
+    assert KEY not in str(info.value)
+
+
+# --------------------------------------------------------------------------- after the first chunk
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_cut_after_text_raises_stream_interrupted_with_the_exact_partial_text(
+    mock_server: MockServer, face: str
+) -> None:
+    mock_server.push(sse=[oa_text("The answer "), oa_text("is"), oa_text(" never")], fault="cut:2")
+    mock_server.push_text("must not be requested")
+    client = failover.Client({"o": openai(mock_server)}, sleeper=FakeSleeper())
+    seen: list[str] = []
+    with pytest.raises(failover.StreamInterrupted) as info:
+        if face == "sync":
+            for chunk in client.stream("Hi"):
+                seen.append(chunk.text)
+        else:
+
+            async def run() -> None:
+                async for chunk in client.stream_async("Hi"):
+                    seen.append(chunk.text)
+
+            asyncio.run(run())
+    error = info.value
+    assert "".join(seen) == error.partial_text == "The answer is"
+    assert error.provider == "o"
+    assert isinstance(error.__cause__, failover.ProviderConnectionError)
+    assert len(mock_server.requests) == 1, "a stream past its first chunk is never retried silently"
+    assert mock_server.pending == 1
+
+
+def test_an_error_event_after_text_is_interrupted_with_its_usage(mock_server: MockServer) -> None:
+    mock_server.push(
+        sse=[
+            ant("message_start", {"message": {"model": "c", "usage": {"input_tokens": 7}}}),
+            ant("content_block_start", {"index": 0, "content_block": {"type": "text"}}),
+            ant(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "text_delta", "text": "Half"}},
+            ),
+            ant("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ]
+    )
+    client = failover.Client({"a": anthropic(mock_server)})
+    stream = client.stream("Hi")
+    assert next(stream).text == "Half"
+    with pytest.raises(failover.StreamInterrupted) as info:
+        next(stream)
+    assert info.value.partial_text == "Half"
+    assert info.value.usage is not None and info.value.usage.input_tokens == 7
+    assert isinstance(info.value.__cause__, failover.ProviderOverloaded)
+
+
+def test_restart_on_the_fallback_yields_one_restart_chunk_then_a_whole_answer(
+    mock_server: MockServer, backup_server: MockServer, face: str
+) -> None:
+    mock_server.push(sse=[oa_text("Once upon "), oa_text("a")], fault="cut:2")
+    backup_server.push(sse=[oa_text("Whole "), oa_text("story."), OA_STOP, OA_USAGE])
+    client = failover.Client(
+        {"first": openai(mock_server), "second": openai(backup_server)},
+        retry=failover.RetryPolicy(max_retries=0),
+        sleeper=FakeSleeper(),
+    )
+    chunks, r = collect(face, client, on_interrupt="restart")
+    kinds = [c.kind for c in chunks]
+    assert kinds == ["text", "text", "restart", "text", "text"]
+    restart = chunks[2]
+    assert restart.discarded == "Once upon a" and restart.text == ""
+    # What a collector keeps: the text after the last restart.
+    assert texts(chunks[3:]) == "Whole story." == r.text
+    assert r.provider == "second"
+    assert [(a.provider, a.status, a.kind) for a in r.attempts] == [
+        ("first", 200, "connection"),
+        ("second", 200, None),
+    ]
+
+
+def test_restart_on_the_same_provider_when_it_may_retry(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("abc")], fault="cut:1")
+    mock_server.push(sse=[oa_text("xyz"), OA_STOP])
+    sleeper = FakeSleeper()
+    client = failover.Client({"o": openai(mock_server)}, sleeper=sleeper)
+    chunks, r = collect("sync", client, on_interrupt="restart")
+    assert [c.kind for c in chunks] == ["text", "restart", "text"]
+    assert r.text == "xyz" and len(mock_server.requests) == 2
+    assert len(sleeper.sleeps) == 1  # the policy's backoff before the retry
+
+
+# --------------------------------------------------------------------------- ends and stalls
+
+
+def test_complete_without_done(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("fine"), OA_STOP])
+    client = failover.Client({"o": openai(mock_server)})
+    _chunks, r = collect("sync", client)
+    assert (r.text, r.finish_reason) == ("fine", "stop")
+
+
+def test_a_stream_that_ends_before_its_end_marker_was_cut(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("partial")])  # closes cleanly, no finish_reason
+    client = failover.Client({"o": openai(mock_server)})
+    stream = client.stream("Hi")
+    assert next(stream).text == "partial"
+    with pytest.raises(failover.StreamInterrupted) as info:
+        next(stream)
+    assert "ended before the answer did" in str(info.value.__cause__)
+
+
+def test_an_idle_stall_hits_the_timeout(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("slow"), oa_text("never")], fault="stall:1")
+    client = failover.Client({"o": openai(mock_server)})
+    stream = client.stream("Hi", timeout=0.3)
+    assert next(stream).text == "slow"
+    with pytest.raises(failover.StreamInterrupted) as info:
+        next(stream)
+    assert isinstance(info.value.__cause__, failover.ProviderTimeout)
+    mock_server.close()
+
+
+def test_a_stall_after_the_end_marker_is_no_failure(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("done"), OA_STOP, "data: never sent"], fault="stall:2")
+    client = failover.Client({"o": openai(mock_server)})
+    _chunks, r = collect("sync", client, timeout=0.3)
+    assert (r.text, r.finish_reason) == ("done", "stop")
+    mock_server.close()
+
+
+def test_a_keep_alive_comment_resets_the_idle_timeout(mock_server: MockServer) -> None:
+    # Three comments 5 ms apart never let 0.3 s pass in silence... the events
+    # themselves are what arrives, so this checks comments are no failure.
+    mock_server.push(
+        chunks=[
+            b": OPENROUTER PROCESSING\n\n",
+            (oa_text("ok") + "\n\n").encode(),
+            (OA_STOP + "\n\n").encode(),
+        ]
+    )
+    client = failover.Client({"o": openai(mock_server)})
+    _chunks, r = collect("sync", client, timeout=5.0)
+    assert r.text == "ok"
+
+
+def test_response_before_the_end_says_so(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("a"), oa_text("b"), OA_STOP])
+    client = failover.Client({"o": openai(mock_server)})
+    with client.stream("Hi") as stream:
+        next(stream)
+        with pytest.raises(failover.FailoverError, match="has not ended"):
+            _ = stream.response
+
+
+def test_on_interrupt_is_checked_when_given(mock_server: MockServer) -> None:
+    client = failover.Client({"o": openai(mock_server)})
+    with pytest.raises(failover.ConfigurationError, match="on_interrupt"):
+        client.stream("Hi", on_interrupt="retry")
+    assert mock_server.requests == []
+
+
+# --------------------------------------------------------------------------- closing
+
+
+class RawServer:
+    """A socket server that answers one request with a stream head and one
+    event, then waits to see the client close the connection."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.closed_by_client = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        conn, _ = self.sock.accept()
+        conn.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        event = (oa_text("first") + "\n\n").encode()
+        conn.sendall(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        try:
+            while conn.recv(4096):
+                pass
+            self.closed_by_client.set()
+        except OSError:
+            self.closed_by_client.set()
+        conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_breaking_out_of_the_loop_closes_the_connection() -> None:
+    server = RawServer()
+    try:
+        client = failover.Client({"o": failover.OpenAICompatible("m", base_url=server.url)})
+        with client.stream("Hi") as stream:
+            for chunk in stream:
+                assert chunk.text == "first"
+                break
+        assert server.closed_by_client.wait(5), "the connection stayed open"
+    finally:
+        server.close()
+
+
+def test_cancelling_the_task_closes_the_connection() -> None:
+    server = RawServer()
+
+    async def main() -> None:
+        client = failover.Client({"o": failover.OpenAICompatible("m", base_url=server.url)})
+        got_first = asyncio.Event()
+
+        async def read() -> None:
+            async for _chunk in client.stream_async("Hi"):
+                got_first.set()
+
+        task = asyncio.ensure_future(read())
+        await asyncio.wait_for(got_first.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(main())
+        assert server.closed_by_client.wait(5), "the connection stayed open"
+    finally:
+        server.close()
