@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 
-def test_demo_runs_the_three_scenes():
+def test_demo_runs_every_scene():
     out = subprocess.run(
         # The demo's own sleeps are real; the test records them instead.
         [sys.executable, "-m", "failover", "demo", "--fake-sleep"],
@@ -18,5 +18,8 @@ def test_demo_runs_the_three_scenes():
     assert "claude: 429 rate_limited; waiting 1.00s, then retrying claude" in out
     assert "asked for 300s; failing over to gpt" in out
     assert "local answered" in out
-    assert "summary: 3/3 calls answered, 2 retries" in out
+    assert "claude: 200 overloaded; failing over to gpt" in out
+    assert "chunks: 'Streamed ' 'from ' 'GPT.'" in out
+    assert "[restart: discard 'A story that '] 'A whole ' 'story, ' 'from GPT.'" in out
+    assert "summary: 5/5 calls answered, 3 retries" in out
     assert "fake sleeps" in out

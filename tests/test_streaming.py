@@ -151,6 +151,10 @@ def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face
                 "content_block_delta",
                 {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Hmm."}},
             ),
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}},
+            ),
             ev("content_block_stop", {"index": 0}),
             ev("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
             ev(
@@ -195,6 +199,10 @@ def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face
     # Input from message_start (cache reads included), output from message_delta.
     assert (r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens) == (15, 5, 42)
     assert mock_server.requests[0].json["stream"] is True
+    # The signed thinking block goes back whole in a tool loop.
+    assert r.message["provider_data"] == {
+        "anthropic": {"blocks": [{"type": "thinking", "thinking": "Hmm.", "signature": "c2ln"}]}
+    }
 
 
 def test_gemini_sse_with_crlf_separators(mock_server: MockServer, face: str) -> None:

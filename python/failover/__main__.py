@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -34,6 +35,31 @@ from .testing import FakeSleeper, MockServer
 
 _RATE_LIMIT = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}
 _OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+_STOP = 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
+
+
+def _chunk(text: str) -> str:
+    """A Chat Completions stream event carrying ``text``."""
+    return "data: " + json.dumps(
+        {"model": "gpt-4.1-mini", "choices": [{"index": 0, "delta": {"content": text}}]}
+    )
+
+
+def _anthropic_text(text: str) -> str:
+    """An Anthropic stream's start and a first text block carrying ``text``."""
+    return (
+        'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-haiku-4-5"}}\n\n'
+        'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        '"content_block":{"type":"text","text":""}}\n\n'
+        "event: content_block_delta\ndata: "
+        + json.dumps(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            }
+        )
+    )
 
 
 def demo(fake_sleep: bool = False) -> int:
@@ -91,23 +117,71 @@ def demo(fake_sleep: bool = False) -> int:
         gpt.push(fault="reset")
         local.push_text("Hello from the local model.")
 
-    scenes: list[tuple[str, Callable[[], None]]] = [
-        ("1. A short rate limit is waited out on the same provider", short_rate_limit),
-        ("2. A long Retry-After fails over at once (no 5-minute sleep)", long_retry_after),
+    def stream_overloaded() -> None:
+        claude.push(
+            sse=[
+                "event: message_start\n"
+                'data: {"type":"message_start","message":{"model":"claude-haiku-4-5",'
+                '"usage":{"input_tokens":9}}}',
+                "event: error\ndata: " + json.dumps(_OVERLOADED),
+            ]
+        )
+        gpt.push(sse=[_chunk(w) for w in ("Streamed ", "from ", "GPT.")] + [_STOP])
+
+    def stream_cut() -> None:
+        claude.push(
+            sse=[_anthropic_text("A story that ")],
+            fault="cut:1",
+        )
+        claude.push(529, json=_OVERLOADED)
+        gpt.push(sse=[_chunk(w) for w in ("A whole ", "story, ", "from GPT.")] + [_STOP])
+
+    def prompt() -> Any:
+        return client.prompt("Say hello")
+
+    def stream(on_interrupt: str = "raise") -> Callable[[], Any]:
+        def run() -> Any:
+            shown = []
+            with client.stream("Tell me a story", on_interrupt=on_interrupt) as s:
+                for chunk in s:
+                    if chunk.kind == "restart":
+                        shown.append(f"[restart: discard {chunk.discarded!r}]")
+                    else:
+                        shown.append(repr(chunk.text))
+            print(f"  {stamp()}  chunks: {' '.join(shown)}")
+            return s.response
+
+        return run
+
+    scenes: list[tuple[str, Callable[[], None], Callable[[], Any]]] = [
+        ("1. A short rate limit is waited out on the same provider", short_rate_limit, prompt),
+        ("2. A long Retry-After fails over at once (no 5-minute sleep)", long_retry_after, prompt),
         (
             "3. An outage: Claude overloaded, GPT's connection drops, the local model answers",
             outage,
+            prompt,
+        ),
+        (
+            "4. A stream: Claude's overloaded_error inside its 200, before any text, fails over",
+            stream_overloaded,
+            stream(),
+        ),
+        (
+            "5. A stream cut after its first words; Claude's retry is overloaded; GPT restarts "
+            "it (on_interrupt='restart')",
+            stream_cut,
+            stream("restart"),
         ),
     ]
     answered = 0
     kind = "fake sleeps" if fake_sleep else "real sleeps"
     print(f"failover demo: three providers on 127.0.0.1, {kind}\n")
-    for title, script in scenes:
+    for title, script, call in scenes:
         print(title)
         script()
         call_start = time.perf_counter()
         try:
-            r = client.prompt("Say hello")
+            r = call()
         except FailoverError as exc:
             print(f"  {stamp()}  raised {type(exc).__name__}: {exc}\n")
             continue

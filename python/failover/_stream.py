@@ -119,13 +119,6 @@ class _StreamBase:
             )
         return self._response
 
-    @property
-    def text(self) -> str:
-        """The text so far (all of it once the stream has ended)."""
-        if self._response is not None:
-            return self._response.text
-        raise FailoverError("the stream has not ended: read it to the end first")
-
 
 class Stream(_StreamBase):
     """A streamed answer: iterate it for ``Chunk``s; also a context manager.

@@ -293,9 +293,23 @@ fn usage_of(usage: &Value) -> Usage {
     }
 }
 
+/// The thinking blocks a stream gathered, as `provider_data` (in order: the
+/// keys are zero-padded indexes).
+pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
+    let blocks: Vec<&Value> = extras.values().collect();
+    (!blocks.is_empty()).then(|| json!({"anthropic": {"blocks": blocks}}))
+}
+
 /// One Messages stream event -> its pieces (`message_start` carries the
 /// input counts, `message_delta` the output count and the stop reason).
-pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+///
+/// `extras` gathers the thinking blocks (with their signatures) by index, to
+/// go back whole in a tool loop ([`stream_provider_data`]).
+pub(super) fn stream_event(
+    frame: &Frame,
+    out: &mut Vec<Delta>,
+    extras: &mut Map<String, Value>,
+) -> Result<(), String> {
     let Frame::Event { event, data } = frame else {
         return Ok(());
     };
@@ -322,7 +336,11 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             let block = json
                 .get("content_block")
                 .ok_or("content_block_start without a block")?;
-            match block.get("type").and_then(Value::as_str) {
+            let kind = block.get("type").and_then(Value::as_str);
+            if matches!(kind, Some("thinking" | "redacted_thinking")) {
+                extras.insert(format!("{:08}", index()), block.clone());
+            }
+            match kind {
                 Some("text") => out.push(Delta::Text(text(block, "text"))),
                 Some("thinking") => out.push(Delta::Reasoning(text(block, "thinking"))),
                 Some("tool_use") => out.push(Delta::ToolCallPart {
@@ -338,7 +356,19 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             let delta = json
                 .get("delta")
                 .ok_or("content_block_delta without a delta")?;
-            match delta.get("type").and_then(Value::as_str) {
+            let kind = delta.get("type").and_then(Value::as_str);
+            if let (Some(key @ ("thinking" | "signature")), Some(block)) = (
+                kind.and_then(|k| k.strip_suffix("_delta")),
+                extras.get_mut(&format!("{:08}", index())),
+            ) {
+                let piece = text(delta, key);
+                if let Some(Value::String(so_far)) = block.get_mut(key) {
+                    so_far.push_str(&piece);
+                } else {
+                    block[key] = Value::from(piece);
+                }
+            }
+            match kind {
                 Some("text_delta") => out.push(Delta::Text(text(delta, "text"))),
                 Some("thinking_delta") => out.push(Delta::Reasoning(text(delta, "thinking"))),
                 Some("input_json_delta") => out.push(Delta::ToolCallPart {

@@ -389,7 +389,12 @@ fn usage_of(usage: &Value) -> Usage {
 }
 
 /// One `streamGenerateContent` event (a whole response chunk) -> its pieces.
-pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+/// `extras` gathers the thought signatures, by call id and for the text.
+pub(super) fn stream_event(
+    frame: &Frame,
+    out: &mut Vec<Delta>,
+    extras: &mut Map<String, Value>,
+) -> Result<(), String> {
     let Frame::Event { data, .. } = frame else {
         return Ok(());
     };
@@ -422,18 +427,24 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         .and_then(Value::as_array)
     {
         for p in parts {
+            let signature = p.get("thoughtSignature").filter(|s| s.is_string());
             if let Some(call) = p.get("functionCall") {
                 has_calls = true;
                 let name = call
                     .get("name")
                     .and_then(Value::as_str)
                     .ok_or("a function call without a name")?;
+                let id = call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty())
+                    .map_or_else(super::new_call_id, str::to_string);
+                if let Some(signature) = signature {
+                    let calls = extras.entry("calls").or_insert_with(|| json!({}));
+                    calls[id.as_str()] = signature.clone();
+                }
                 out.push(Delta::ToolCall(ToolCall {
-                    id: call
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .filter(|id| !id.is_empty())
-                        .map_or_else(super::new_call_id, str::to_string),
+                    id,
                     name: name.to_string(),
                     arguments_json: call
                         .get("args")
@@ -442,6 +453,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                         .to_string(),
                 }));
             } else if let Some(text) = p.get("text") {
+                if let Some(signature) = signature {
+                    extras.insert("text".into(), signature.clone());
+                }
                 let text = text
                     .as_str()
                     .ok_or("a text part that is not text")?
@@ -463,6 +477,11 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// The thought signatures a stream gathered, as `provider_data`.
+pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
+    (!extras.is_empty()).then(|| json!({ "gemini": extras }))
 }
 
 fn answer(

@@ -32,6 +32,8 @@ pub struct LiveStream {
     host: String,
     decoder: Decoder,
     pub acc: Accumulator,
+    /// What a wire gathers across events for `provider_data`.
+    extras: serde_json::Map<String, Value>,
     /// A failure that came after chunks still to hand out: reported next.
     failed: Option<Failure>,
     /// The body reached its end (or the end marker came and reading stopped).
@@ -101,6 +103,7 @@ pub async fn start(
                 _ => Framing::Sse,
             }),
             acc: Accumulator::default(),
+            extras: serde_json::Map::new(),
             failed: None,
             done: false,
         };
@@ -203,8 +206,8 @@ impl LiveStream {
         let mut deltas = Vec::new();
         let read = match self.wire {
             Wire::OpenAI | Wire::Azure => super::openai::stream_event(frame, &mut deltas),
-            Wire::Anthropic => super::anthropic::stream_event(frame, &mut deltas),
-            Wire::Gemini => super::gemini::stream_event(frame, &mut deltas),
+            Wire::Anthropic => super::anthropic::stream_event(frame, &mut deltas, &mut self.extras),
+            Wire::Gemini => super::gemini::stream_event(frame, &mut deltas, &mut self.extras),
             Wire::Ollama => super::ollama::stream_event(frame, &mut deltas),
         };
         read.map_err(|why| self.undecodable(why))?;
@@ -220,6 +223,16 @@ impl LiveStream {
             }
         }
         Ok(())
+    }
+
+    /// The wire's opaque extras for the history (signed thinking blocks,
+    /// thought signatures), as `ChatResponse::provider_data`.
+    pub fn provider_data(&self) -> Option<Value> {
+        match self.wire {
+            Wire::Anthropic => super::anthropic::stream_provider_data(&self.extras),
+            Wire::Gemini => super::gemini::stream_provider_data(&self.extras),
+            _ => None,
+        }
     }
 
     /// Closes the connection: nothing more is read.

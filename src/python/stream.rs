@@ -253,11 +253,12 @@ impl Driver {
         let State::Live(live) = std::mem::replace(&mut self.state, State::Finished) else {
             return Ok(());
         };
+        let provider_data = live.stream.provider_data();
         let acc = live.stream.acc;
         let chat = ChatResponse {
             text: acc.text,
             tool_calls: acc.tool_calls,
-            provider_data: None,
+            provider_data,
             model: acc.model,
             finish_reason: acc.finish_reason,
             usage: acc.usage,
