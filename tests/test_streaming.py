@@ -572,3 +572,49 @@ def test_cancelling_the_task_closes_the_connection() -> None:
         assert server.closed_by_client.wait(5), "the connection stayed open"
     finally:
         server.close()
+
+
+def test_the_deadline_bounds_the_start(mock_server: MockServer) -> None:
+    mock_server.push(fault="hang")
+    client = failover.Client({"o": openai(mock_server)}, deadline=0.3)
+    with pytest.raises(failover.DeadlineExceeded):
+        list(client.stream("Hi"))
+    mock_server.close()
+
+
+def test_a_restart_discards_the_tool_calls_too(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    call = {"index": 0, "id": "call_9", "function": {"name": "f", "arguments": "{}"}}
+    mock_server.push(
+        sse=[
+            oa({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}),
+            oa(
+                {
+                    "choices": [
+                        {"index": 0, "delta": {"tool_calls": [{**call, "index": 1, "id": "c2"}]}}
+                    ]
+                }
+            ),
+        ],
+        fault="cut:2",
+    )
+    backup_server.push(sse=[oa_text("no tools after all"), OA_STOP])
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        retry=failover.RetryPolicy(max_retries=0),
+        sleeper=FakeSleeper(),
+    )
+    chunks, r = collect("sync", client, tools=[failover.Tool("f")], on_interrupt="restart")
+    assert [c.kind for c in chunks] == ["tool_call", "restart", "text"]
+    assert [c.id for c in chunks[1].discarded_tool_calls] == ["call_9"]
+    assert (r.text, r.tool_calls) == ("no tools after all", ())
+
+
+def test_close_ends_the_stream_and_reads_after_it_stop(mock_server: MockServer) -> None:
+    mock_server.push(sse=[oa_text("a"), oa_text("b"), OA_STOP])
+    client = failover.Client({"o": openai(mock_server)})
+    stream = client.stream("Hi")
+    assert next(stream).text == "a"
+    stream.close()
+    assert list(stream) == []
