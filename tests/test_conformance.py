@@ -1,11 +1,13 @@
 """Conformance against REAL recorded provider traffic (DESIGN §5).
 
-Every non-streaming model call recorded in ``<repo>/../shared/fixtures/recorded/`` (ten provider
-folders, see its SOURCES.md) is played back byte for byte through
-``failover.testing.MockServer`` and called through the public API (``prompt`` / ``prompt_async``
-for chat, ``embed`` / ``embed_async`` for embeddings), with the provider class of its folder
-(``Gemini``, ``Ollama``, the ``Groq`` / ``Mistral`` / ``DeepSeek`` / ``XAI`` / ``OpenRouter``
-presets, ...), a single provider, no retries and a FakeSleeper:
+Every model call recorded in ``<repo>/../shared/fixtures/recorded/`` (ten provider folders, see
+its SOURCES.md) is played back byte for byte through ``failover.testing.MockServer`` and called
+through the public API with the provider class of its folder (``Gemini``, ``Ollama``, the
+``Groq`` / ``Mistral`` / ``DeepSeek`` / ``XAI`` / ``OpenRouter`` presets, ...), a single
+provider, no retries and a FakeSleeper.
+
+Non-streaming interactions go through ``prompt`` / ``prompt_async`` for chat and ``embed`` /
+``embed_async`` for embeddings:
 
 - a 200 must give the recorded text, tool calls, usage (DESIGN §2's one meaning), finish reason
   (the one vocabulary) and model; an embeddings 200 the recorded vectors, exactly, with model and
@@ -18,9 +20,25 @@ presets, ...), a single provider, no retries and a FakeSleeper:
   default base path plus the endpoint), the auth header the recording used, and the body fields
   that carry the model and the conversation.
 
-Interactions that are not replayed are listed as skips with their reason: streams (a later
-issue), APIs the contract does not cover (OpenAI's Responses API, DESIGN §5) and calls that are
-not model calls (Gemini File Search store management).
+Streaming interactions (SSE, and Ollama's NDJSON) go through ``stream`` / ``stream_async``, the
+recorded body played back as raw pieces (one network read per recorded event or line, and again
+cut in awkward places) with its recorded content type (DESIGN §3.6):
+
+- a complete stream must yield the text, reasoning and tool calls this module decodes from the
+  recorded body itself (never through failover), and ``stream.response`` must carry that text,
+  the tool calls, usage (DESIGN §2's one meaning; the last figure wins, field by field), the
+  finish reason and the model, with one attempt;
+- an error event before any content is a failure of the attempt (the ProviderError of DESIGN
+  §3.6's in-stream classification, one attempt with status 200), retried and failed over like any
+  other (checked by playing the next recording after it); after content it is
+  ``StreamInterrupted`` with the exact text delivered and the ProviderError as its cause;
+- the request must go to the streaming endpoint (Gemini's ``:streamGenerateContent?alt=sse``)
+  and ask for a stream as each wire does (``stream: true``; ``stream_options.include_usage`` on
+  the OpenAI family but Mistral), with the recorded auth header.
+
+Interactions that are not replayed are listed as skips with their reason: APIs the contract does
+not cover (OpenAI's Responses API, DESIGN §5) and calls that are not model calls (Gemini File
+Search store management).
 
 The recordings are read from the shared folder at test time and never copied into this
 repository; when the folder is absent the whole module skips.
@@ -33,8 +51,9 @@ import base64
 import gzip
 import json
 import math
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -83,7 +102,6 @@ AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 DOCUMENTED_AUTH = {"anthropic": "x-api-key", "gemini": "x-goog-api-key", "azure": "api-key"}
 
 # Why an interaction is not replayed (the skips, with these reasons).
-STREAMING = "streaming (SSE / NDJSON) is a later issue"
 RESPONSES_API = "OpenAI's Responses API (/v1/responses): not an API the contract covers (DESIGN §5)"
 FILE_SEARCH = "Gemini File Search store management (create, upload, delete): not a model call"
 UNRECOGNISED = "unrecognised endpoint"
@@ -120,6 +138,7 @@ class Recording:
     wire: str  # "openai", "anthropic", "gemini", "ollama"; "" when not replayed
     kind: str  # "chat" or "embed"; "" when not replayed
     skip: Optional[str]  # why it is not replayed, or None
+    streaming: bool  # a streamed answer (SSE / NDJSON), replayed through client.stream()
 
     @property
     def id(self) -> str:
@@ -220,14 +239,14 @@ def _is_streaming(uri: str, request_json: Any, headers: list[tuple[str, str]]) -
 
 
 def _classify(folder: str, path: str) -> tuple[str, str, Optional[str]]:
-    """(wire, kind, why not replayed) of a non-streaming interaction, from its endpoint."""
+    """(wire, kind, why not replayed) of an interaction, from its endpoint."""
     if folder == "anthropic" and path.endswith("/v1/messages"):
         return "anthropic", "chat", None
     if path.endswith("/chat/completions"):
-        return "openai", "chat", None
+        return "openai", "chat", None  # also ollama.com's OpenAI-compatible /v1
     if path.endswith("/embeddings"):
         return "openai", "embed", None
-    if path.endswith(":generateContent"):
+    if path.endswith((":generateContent", ":streamGenerateContent")):
         return "gemini", "chat", None
     if path.endswith(":batchEmbedContents"):
         return "gemini", "embed", None
@@ -257,11 +276,7 @@ def _recordings() -> Iterator[Recording]:
             uri = str(request["uri"])
             headers = _header_pairs(response.get("headers"))
             request_json = _request_json(request)
-            skip: Optional[str]
-            if _is_streaming(uri, request_json, headers):
-                wire, kind, skip = "", "", STREAMING
-            else:
-                wire, kind, skip = _classify(folder, urlsplit(uri).path)
+            wire, kind, skip = _classify(folder, urlsplit(uri).path)
             yield Recording(
                 rel=rel,
                 index=index,
@@ -276,11 +291,13 @@ def _recordings() -> Iterator[Recording]:
                 wire=wire,
                 kind=kind,
                 skip=skip,
+                streaming=_is_streaming(uri, request_json, headers),
             )
 
 
 ALL = list(_recordings())
-RECORDINGS = [r for r in ALL if r.skip is None]
+RECORDINGS = [r for r in ALL if r.skip is None and not r.streaming]
+STREAMS = [r for r in ALL if r.skip is None and r.streaming]
 NOT_REPLAYED = [r for r in ALL if r.skip is not None]
 
 # --------------------------------------------------------------------------- expectations
@@ -297,6 +314,19 @@ REPLAYED_PER_FOLDER = {
     "openai": 3,  # chat 200, chat 429, embeddings 200
     "openrouter": 4,  # 200, 3 x 429
     "xai": 3,  # 2 x 200, 503
+}
+# And how many streamed interactions (OpenAI's Responses API streams stay skipped).
+STREAMED_PER_FOLDER = {
+    "anthropic": 3,  # text, text + tool_use, a 200 whose body is only an overloaded error event
+    "azure": 0,
+    "deepseek": 1,
+    "gemini": 1,  # streamGenerateContent?alt=sse, CRLF line ends
+    "groq": 3,  # aborted by an error event after reasoning; tool call; reasoning + text
+    "mistral": 1,
+    "ollama": 2,  # native /api/chat NDJSON; ollama.com /v1 SSE (OpenAICompatible)
+    "openai": 1,  # chat completions SSE
+    "openrouter": 1,  # ": OPENROUTER PROCESSING" comments
+    "xai": 1,  # reasoning_content deltas
 }
 
 # Per error recording: the class DESIGN §3.1 asks for (read from the recorded body) and the
@@ -386,8 +416,41 @@ EXPECTED_ERRORS: dict[str, tuple[type[failover.ProviderError], Optional[float], 
     "none.yml#0": (failover.ProviderOverloaded, None, "503 at capacity"),
 }
 
+_ANTHROPIC_STREAM_OVERLOADED = (
+    "anthropic/chat_function_calling_anthropic_claude-3-5-haiku-20241022_can_use_tools_with_"
+    "multi-turn_streaming_conversations.yml#1"
+)
+_GROQ_STREAM_ERROR = "groq/extracts/test_tool_use_failed_error_streaming.yaml.extract.json#0"
+
+# Per streamed recording with an in-stream error event: the ProviderError class DESIGN §3.6
+# asks for (raised before any content; the cause of StreamInterrupted after it). Whether the
+# error came before or after content, and the text delivered before it, are read from the body.
+EXPECTED_STREAM_ERRORS: dict[str, tuple[type[failover.ProviderError], str]] = {
+    # HTTP 200 whose SSE body is only `event: error` {"type": "overloaded_error"}: the string
+    # code overloaded_error is overloaded, before any content.
+    _ANTHROPIC_STREAM_OVERLOADED: (failover.ProviderOverloaded, "in-stream overloaded_error"),
+    # Groq, HTTP 200: 92 reasoning deltas (content), then `event: error` whose error carries
+    # code "tool_use_failed" (none of DESIGN's three string codes), type
+    # invalid_request_error and status_code 400: "anything else by its HTTP status if the event
+    # carries one" -> a 400 -> BadRequest, the cause of StreamInterrupted.
+    _GROQ_STREAM_ERROR: (failover.BadRequest, "in-stream tool_use_failed, status_code 400"),
+}
+
 # The aspects a test checks, for KNOWN_DISCREPANCIES.
-ASPECTS = ("request", "response", "usage", "error", "embeddings", "vectors")
+ASPECTS = (
+    "request",
+    "response",
+    "usage",
+    "error",
+    "embeddings",
+    "vectors",
+    "stream-request",
+    "stream-response",
+    "stream-usage",
+    "stream-error",
+    "stream-error-class",
+    "stream-framing",
+)
 
 # Cases where failover's behaviour is wrong per DESIGN.md: (aspect, id) -> reason (strict xfail
 # of the tests of that aspect for that recording, so every other aspect is still checked).
@@ -428,6 +491,10 @@ def _is_loopback(uri: str) -> bool:
     return urlsplit(uri).hostname in ("127.0.0.1", "localhost", "::1")
 
 
+def _is_ollama_cloud_v1(rec: Recording) -> bool:
+    return rec.folder == "ollama" and rec.wire == "openai"
+
+
 def _default_base_url(rec: Recording) -> str:
     """The base URL the folder's provider class uses when given none."""
     return PRESETS[rec.folder](model=rec.model).base_url
@@ -447,6 +514,13 @@ def _provider(rec: Recording, server: MockServer) -> failover.Provider:
             model=rec.model,
             base_url=f"{server.url}{base_path}?{parts.query}",
             headers={"api-key": API_KEY},
+        )
+    if _is_ollama_cloud_v1(rec):
+        # ollama.com's OpenAI-compatible API (/v1/chat/completions), which failover reaches
+        # through OpenAICompatible (failover.Ollama speaks the native /api/chat), the key as a
+        # bearer token as recorded.
+        return failover.OpenAICompatible(
+            model=rec.model, base_url=f"{server.url}/v1", api_key=API_KEY
         )
     # The preset's own base path (its default base_url's path, e.g. Groq's /openai/v1) on the
     # MockServer: the full request path must then be the recorded one.
@@ -571,15 +645,9 @@ CONVERSATION_FIELDS = {
 }
 
 
-def _check_request(rec: Recording, request: RecordedRequest) -> None:
-    assert request.method == rec.method
-    # The full path: the provider class's default base path plus the endpoint suffix (e.g.
-    # /v1beta/models/gemini-2.5-flash:generateContent, /api/chat, /openai/v1/chat/completions).
-    sent_path, _, sent_query = request.path.partition("?")
-    assert sent_path == rec.path
-    if rec.folder == "azure":
-        assert sent_query == urlsplit(rec.uri).query  # api-version after the endpoint path
-
+def _check_auth(rec: Recording, request: RecordedRequest) -> None:
+    """The key goes in the header the recording used (the folder's documented one where the
+    recorder dropped it), and in no other."""
     expected_auth = _expected_auth_header(rec)
     sent_auth = [h for h in AUTH_HEADERS if h in request.headers]
     assert sent_auth == ([expected_auth] if expected_auth else []), request
@@ -589,6 +657,18 @@ def _check_request(rec: Recording, request: RecordedRequest) -> None:
         assert request.headers[expected_auth] == API_KEY
     if rec.wire == "anthropic":
         assert request.headers.get("anthropic-version")  # as recorded (where not filtered)
+
+
+def _check_request(rec: Recording, request: RecordedRequest) -> None:
+    assert request.method == rec.method
+    # The full path: the provider class's default base path plus the endpoint suffix (e.g.
+    # /v1beta/models/gemini-2.5-flash:generateContent, /api/chat, /openai/v1/chat/completions).
+    sent_path, _, sent_query = request.path.partition("?")
+    assert sent_path == rec.path
+    if rec.folder == "azure":
+        assert sent_query == urlsplit(rec.uri).query  # api-version after the endpoint path
+
+    _check_auth(rec, request)
 
     sent, recorded = request.json, rec.request_json
     fields = CONVERSATION_FIELDS[rec.wire, rec.kind]
@@ -701,37 +781,46 @@ class ExpectedUsage:
 
 
 def _expected_usage(rec: Recording) -> ExpectedUsage:
-    """DESIGN §2's one meaning: ``input_tokens`` counts every input token (cache included);
-    ``output_tokens`` includes the reasoning tokens, and ``reasoning_tokens`` is that part."""
+    """The usage of a non-streamed answer."""
     body = rec.body_json
-    if rec.wire == "anthropic":
-        usage = body["usage"]
+    if rec.wire == "gemini":
+        return _usage_of("gemini", body["usageMetadata"])
+    if rec.wire == "ollama":
+        return _usage_of("ollama", body)
+    return _usage_of(rec.wire, body["usage"])
+
+
+def _usage_of(wire: str, usage: dict[str, Any]) -> ExpectedUsage:
+    """DESIGN §2's one meaning of a wire's usage report (Anthropic's and OpenAI's ``usage``,
+    Gemini's ``usageMetadata``, Ollama's final object): ``input_tokens`` counts every input
+    token (cache included); ``output_tokens`` includes the reasoning tokens, and
+    ``reasoning_tokens`` is that part."""
+    if wire == "anthropic":
         read = usage.get("cache_read_input_tokens")
         write = usage.get("cache_creation_input_tokens")
-        every_input = usage["input_tokens"] + (read or 0) + (write or 0)
-        return ExpectedUsage(every_input, usage["output_tokens"], read, None, write)
-    if rec.wire == "gemini":
+        given = usage.get("input_tokens")
+        every_input = None if given is None else given + (read or 0) + (write or 0)
+        return ExpectedUsage(every_input, usage.get("output_tokens"), read, None, write)
+    if wire == "gemini":
         # input = promptTokenCount; output = candidatesTokenCount + thoughtsTokenCount (the
         # thoughts are not in candidatesTokenCount); reasoning = thoughtsTokenCount.
-        meta = body["usageMetadata"]
-        thoughts = meta.get("thoughtsTokenCount")
-        output = meta.get("candidatesTokenCount", 0) + (thoughts or 0)
+        thoughts = usage.get("thoughtsTokenCount")
+        output = usage.get("candidatesTokenCount", 0) + (thoughts or 0)
         return ExpectedUsage(
-            meta["promptTokenCount"], output, meta.get("cachedContentTokenCount"), thoughts
+            usage.get("promptTokenCount"), output, usage.get("cachedContentTokenCount"), thoughts
         )
-    if rec.wire == "ollama":
-        return ExpectedUsage(body.get("prompt_eval_count"), body.get("eval_count"), None, None)
-    usage = body["usage"]
+    if wire == "ollama":
+        return ExpectedUsage(usage.get("prompt_eval_count"), usage.get("eval_count"), None, None)
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-    output = usage["completion_tokens"]
+    output = usage.get("completion_tokens")
     total = usage.get("total_tokens")
-    if reasoning and total == usage["prompt_tokens"] + output + reasoning:
+    if reasoning and output is not None and total == usage.get("prompt_tokens", 0) + output + reasoning:
         # The provider counts reasoning outside completion_tokens (its total says so):
         # output_tokens must include it.
         output += reasoning
     prompt_details = usage.get("prompt_tokens_details") or {}
     return ExpectedUsage(
-        usage["prompt_tokens"],
+        usage.get("prompt_tokens"),
         output,
         prompt_details.get("cached_tokens"),
         reasoning,
@@ -938,3 +1027,4 @@ def test_recorded_error(rec: Recording, face: str) -> None:
 
     for text in (str(exc), repr(exc), exc.body or ""):
         assert API_KEY not in text
+

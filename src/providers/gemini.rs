@@ -298,24 +298,11 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     for p in parts {
         let signature = p.get("thoughtSignature").filter(|s| s.is_string());
         if let Some(call) = p.get("functionCall") {
-            let name = call
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or("a function call without a name")?;
-            let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
-            let id = call
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty())
-                .map_or_else(super::new_call_id, str::to_string);
+            let call = function_call(call)?;
             if let Some(signature) = signature {
-                call_signatures.insert(id.clone(), signature.clone());
+                call_signatures.insert(call.id.clone(), signature.clone());
             }
-            tool_calls.push(ToolCall {
-                id,
-                name: name.to_string(),
-                arguments_json: args.to_string(),
-            });
+            tool_calls.push(call);
         } else if p.get("thought") == Some(&Value::Bool(true)) {
             continue; // a thought summary, not the answer
         } else if let Some(t) = p.get("text") {
@@ -347,6 +334,27 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         &finish,
         &usage,
     ))
+}
+
+/// A `functionCall` part's call; Gemini may give no id, then one is made.
+fn function_call(call: &Value) -> Result<ToolCall, String> {
+    let name = call
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("a function call without a name")?;
+    Ok(ToolCall {
+        id: call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map_or_else(super::new_call_id, str::to_string),
+        name: name.to_string(),
+        arguments_json: call
+            .get("args")
+            .cloned()
+            .unwrap_or_else(|| json!({}))
+            .to_string(),
+    })
 }
 
 /// A `finishReason` in the one vocabulary; a malformed call is no answer
@@ -430,28 +438,12 @@ pub(super) fn stream_event(
             let signature = p.get("thoughtSignature").filter(|s| s.is_string());
             if let Some(call) = p.get("functionCall") {
                 has_calls = true;
-                let name = call
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or("a function call without a name")?;
-                let id = call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|id| !id.is_empty())
-                    .map_or_else(super::new_call_id, str::to_string);
+                let call = function_call(call)?;
                 if let Some(signature) = signature {
                     let calls = extras.entry("calls").or_insert_with(|| json!({}));
-                    calls[id.as_str()] = signature.clone();
+                    calls[call.id.as_str()] = signature.clone();
                 }
-                out.push(Delta::ToolCall(ToolCall {
-                    id,
-                    name: name.to_string(),
-                    arguments_json: call
-                        .get("args")
-                        .cloned()
-                        .unwrap_or_else(|| json!({}))
-                        .to_string(),
-                }));
+                out.push(Delta::ToolCall(call));
             } else if let Some(text) = p.get("text") {
                 if let Some(signature) = signature {
                     extras.insert("text".into(), signature.clone());
