@@ -145,6 +145,8 @@ impl Driver {
         loop {
             let live = match &mut self.state {
                 State::Fresh => {
+                    // The call starts on the first read, not when the stream was made.
+                    self.started = Instant::now();
                     let result =
                         run_engine(&self.inner, &mut self.call, &self.call_id, None).await?;
                     let first = self.started_from(result, Vec::new())?;
