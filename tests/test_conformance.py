@@ -814,7 +814,11 @@ def _usage_of(wire: str, usage: dict[str, Any]) -> ExpectedUsage:
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
     output = usage.get("completion_tokens")
     total = usage.get("total_tokens")
-    if reasoning and output is not None and total == usage.get("prompt_tokens", 0) + output + reasoning:
+    if (
+        reasoning
+        and output is not None
+        and total == usage.get("prompt_tokens", 0) + output + reasoning
+    ):
         # The provider counts reasoning outside completion_tokens (its total says so):
         # output_tokens must include it.
         output += reasoning
@@ -860,12 +864,21 @@ def test_every_interaction_is_accounted_for() -> None:
     for rec in RECORDINGS:
         replayed[rec.folder] += 1
     assert replayed == REPLAYED_PER_FOLDER
+    streamed = {folder: 0 for folder in FOLDERS}
+    for rec in STREAMS:
+        streamed[rec.folder] += 1
+    assert streamed == STREAMED_PER_FOLDER
+    # Only OpenAI's Responses API streams are left out.
+    assert {r.id for r in NOT_REPLAYED if r.streaming} == {
+        r.id for r in NOT_REPLAYED if r.streaming and r.skip == RESPONSES_API
+    }
 
 
 def test_every_expectation_matches_a_recording() -> None:
-    ids = {r.id for r in RECORDINGS}
+    ids = {r.id for r in RECORDINGS} | {r.id for r in STREAMS}
     assert set(EXPECTED_ERRORS) <= ids, sorted(set(EXPECTED_ERRORS) - ids)
     assert set(EXPECTED_ERRORS) == {r.id for r in ERRORS}
+    assert set(EXPECTED_STREAM_ERRORS) == {r.id for r in STREAM_ERRORS}
     for aspect, rec_id in KNOWN_DISCREPANCIES:
         assert aspect in ASPECTS, aspect
         assert rec_id in ids, rec_id
@@ -876,12 +889,14 @@ def test_not_replayed(rec: Recording) -> None:
     pytest.skip(rec.skip or "")
 
 
-@pytest.mark.parametrize("rec", _params(RECORDINGS, "request"))
+@pytest.mark.parametrize("rec", _params(RECORDINGS, "request") + _params(STREAMS, "stream-request"))
 def test_default_base_url_matches_recording(rec: Recording) -> None:
     """The provider class's default base URL is where the recording was made (its scheme and
     host; a local Ollama's port)."""
     if rec.folder == "azure":
         pytest.skip("an Azure endpoint is always the caller's own resource")
+    if _is_ollama_cloud_v1(rec):
+        pytest.skip("ollama.com's /v1 is OpenAICompatible's, whose base_url is the caller's")
     default, recorded = urlsplit(_default_base_url(rec)), urlsplit(rec.uri)
     if _is_loopback(rec.uri):
         assert _is_loopback(default.geturl())
@@ -1028,3 +1043,597 @@ def test_recorded_error(rec: Recording, face: str) -> None:
     for text in (str(exc), repr(exc), exc.body or ""):
         assert API_KEY not in text
 
+
+# --------------------------------------------------------------------------- streams: the recording
+
+
+def _sse_events(body: bytes) -> list[tuple[str, str]]:
+    """The (event type, data) of each server-sent event of a body, read as the WHATWG rules
+    say: lines end in CRLF, LF or CR; a blank line ends an event; comment lines (``:``) are
+    skipped; several ``data:`` lines join with LF; an event without data is none."""
+    events: list[tuple[str, str]] = []
+    event, data = "", []
+    for line in re.split(r"\r\n|\r|\n", body.decode("utf-8")):
+        if not line:
+            if data:
+                events.append((event or "message", "\n".join(data)))
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+    return events
+
+
+def _merge_usage(into: dict[str, Any], report: Any) -> None:
+    """DESIGN §3.6: the last figure reported wins, field by field (nested details too); a null
+    is no figure, and nothing is summed."""
+    if not isinstance(report, dict):
+        return
+    for key, value in report.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
+            _merge_usage(into[key], value)
+        else:
+            into[key] = value
+
+
+@dataclass
+class ExpectedStream:
+    """What a recorded streamed body says, decoded here from its bytes (never by failover):
+    everything up to its end, or up to an in-stream error event."""
+
+    text: str = ""
+    reasoning: str = ""
+    # Tool calls by the wire's index or block number: [id (None where the wire has none),
+    # name, arguments (streamed JSON text, or an object where the wire sends one whole)].
+    calls: dict[Any, list[Any]] = field(default_factory=dict)
+    finish: Optional[str] = None  # the wire's own word
+    model: Optional[str] = None
+    usage: dict[str, Any] = field(default_factory=dict)  # the wire's report, merged
+    error: Optional[dict[str, Any]] = None  # the in-stream error object
+
+    @property
+    def content_before_error(self) -> bool:
+        """Text, reasoning or a tool call came before the error (DESIGN §3.6: all content)."""
+        return bool(self.text or self.reasoning or self.calls)
+
+    @property
+    def tool_calls(self) -> list[tuple[Optional[str], str, Any]]:
+        """(id or None, name, parsed arguments), in the order the calls started."""
+        return [
+            (call_id, name, json.loads(args or "{}") if isinstance(args, str) else args)
+            for call_id, name, args in self.calls.values()
+        ]
+
+
+def _anthropic_event(exp: ExpectedStream, obj: dict[str, Any]) -> None:
+    kind = obj.get("type")
+    if kind == "message_start":
+        message = obj["message"]
+        exp.model = message.get("model")
+        _merge_usage(exp.usage, message.get("usage"))  # the input counts
+    elif kind == "content_block_start":
+        block = obj["content_block"]
+        if block.get("type") == "tool_use":
+            exp.calls[obj["index"]] = [block["id"], block["name"], ""]
+        elif block.get("type") == "text":
+            exp.text += block.get("text") or ""
+        elif block.get("type") == "thinking":
+            exp.reasoning += block.get("thinking") or ""
+    elif kind == "content_block_delta":
+        delta = obj["delta"]
+        if delta.get("type") == "text_delta":
+            exp.text += delta["text"]
+        elif delta.get("type") == "thinking_delta":
+            exp.reasoning += delta["thinking"]
+        elif delta.get("type") == "input_json_delta":
+            exp.calls[obj["index"]][2] += delta["partial_json"]
+    elif kind == "message_delta":
+        exp.finish = (obj.get("delta") or {}).get("stop_reason") or exp.finish
+        _merge_usage(exp.usage, obj.get("usage"))  # the output count (and, lately, input again)
+
+
+def _gemini_event(exp: ExpectedStream, obj: dict[str, Any]) -> None:
+    exp.model = obj.get("modelVersion") or exp.model
+    _merge_usage(exp.usage, obj.get("usageMetadata"))
+    for candidate in (obj.get("candidates") or [])[:1]:
+        for part in (candidate.get("content") or {}).get("parts") or []:
+            if isinstance(part.get("text"), str):
+                if part.get("thought"):
+                    exp.reasoning += part["text"]
+                else:
+                    exp.text += part["text"]
+            if "functionCall" in part:
+                call = part["functionCall"]
+                exp.calls[len(exp.calls)] = [call.get("id"), call["name"], call.get("args") or {}]
+        exp.finish = candidate.get("finishReason") or exp.finish
+
+
+def _openai_event(exp: ExpectedStream, obj: dict[str, Any]) -> None:
+    exp.model = exp.model or obj.get("model")
+    _merge_usage(exp.usage, (obj.get("x_groq") or {}).get("usage"))
+    _merge_usage(exp.usage, obj.get("usage"))
+    for choice in obj.get("choices") or []:
+        if choice.get("index", 0) != 0:
+            continue
+        delta = choice.get("delta") or {}
+        exp.text += delta.get("content") or ""
+        # xAI's reasoning_content, Groq's and Ollama's reasoning.
+        exp.reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
+        for call in delta.get("tool_calls") or []:
+            entry = exp.calls.setdefault(call.get("index", 0), [None, "", ""])
+            function = call.get("function") or {}
+            entry[0] = entry[0] or call.get("id")
+            entry[1] = entry[1] or function.get("name") or ""
+            entry[2] += function.get("arguments") or ""
+        exp.finish = choice.get("finish_reason") or exp.finish
+
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+_EXPECTED_STREAMS: dict[str, ExpectedStream] = {}
+
+
+def _expected_stream(rec: Recording) -> ExpectedStream:
+    if rec.id in _EXPECTED_STREAMS:
+        return _EXPECTED_STREAMS[rec.id]
+    exp = ExpectedStream()
+    if rec.wire == "ollama":  # NDJSON: one object a line, the last with done: true
+        for line in rec.body.splitlines():
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if obj.get("error") is not None:
+                exp.error = {"message": obj["error"]}
+                break
+            exp.model = exp.model or obj.get("model")
+            message = obj.get("message") or {}
+            exp.text += message.get("content") or ""
+            exp.reasoning += message.get("thinking") or ""
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                exp.calls[len(exp.calls)] = [
+                    call.get("id"),
+                    function["name"],
+                    function["arguments"],
+                ]
+            if obj.get("done"):
+                exp.finish = obj.get("done_reason")
+                _merge_usage(exp.usage, obj)
+                break
+    else:
+        for event, data in _sse_events(rec.body):
+            if data == "[DONE]":
+                break
+            obj = json.loads(data)
+            if event == "error" or obj.get("type") == "error" or obj.get("error") is not None:
+                error = obj.get("error")
+                exp.error = error if isinstance(error, dict) else {"message": error}
+                break
+            if rec.wire == "anthropic":
+                _anthropic_event(exp, obj)
+            elif rec.wire == "gemini":
+                _gemini_event(exp, obj)
+            else:
+                _openai_event(exp, obj)
+    _EXPECTED_STREAMS[rec.id] = exp
+    return exp
+
+
+def _expected_stream_finish(rec: Recording, exp: ExpectedStream) -> Optional[str]:
+    if exp.calls and rec.wire in ("gemini", "ollama"):
+        return "tool_calls"  # these wires say STOP / stop when the model called tools
+    return ONE_VOCABULARY.get(exp.finish, exp.finish) if exp.finish else None
+
+
+STREAM_SUCCESSES = [r for r in STREAMS if _expected_stream(r).error is None]
+STREAM_ERRORS = [r for r in STREAMS if _expected_stream(r).error is not None]
+
+
+def _event_pieces(rec: Recording) -> list[bytes]:
+    """The recorded body cut after each event (SSE: after its blank line; NDJSON: after each
+    line): one network read per event, as a provider sends them. Together, byte for byte the
+    recorded body."""
+    if rec.wire == "ollama":
+        pieces = rec.body.splitlines(keepends=True)
+    else:
+        pieces = re.split(rb"(?<=\r\n\r\n)|(?<=\n\n)|(?<=\r\r)", rec.body)
+    pieces = [p for p in pieces if p]
+    assert b"".join(pieces) == rec.body
+    return pieces
+
+
+def _awkward_pieces(rec: Recording) -> list[bytes]:
+    """The recorded body cut once inside every event, in turn one byte before its end (inside
+    the blank line that ends an SSE event, between CR and LF in Gemini's CRLF ones; before an
+    NDJSON line's LF) and in its middle (inside the JSON, maybe inside a character): no read
+    ends where an event does."""
+    cuts, offset = [], 0
+    for i, piece in enumerate(_event_pieces(rec)):
+        cuts.append(offset + (len(piece) - 1 if i % 2 == 0 else len(piece) // 2))
+        offset += len(piece)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(rec.body)}), len(rec.body)]
+    pieces = [rec.body[a:b] for a, b in zip(bounds, bounds[1:])]
+    assert b"".join(pieces) == rec.body
+    return pieces
+
+
+def _recorded_tools(rec: Recording) -> list[dict[str, Any]]:
+    """The tools the recorded request declared, OpenAI-style (what ``tools=`` takes)."""
+    tools = []
+    for tool in (rec.request_json or {}).get("tools") or []:
+        if "function" in tool:  # Chat Completions
+            tools.append({"type": "function", "function": tool["function"]})
+        else:  # Anthropic
+            function = {"name": tool["name"], "parameters": tool.get("input_schema")}
+            if tool.get("description"):
+                function["description"] = tool["description"]
+            tools.append({"type": "function", "function": function})
+    return tools
+
+
+def _tool_names(wire: str, body: Any) -> list[str]:
+    tools = (body or {}).get("tools") or []
+    return [t["name"] if wire == "anthropic" else t["function"]["name"] for t in tools]
+
+
+# --------------------------------------------------------------------------- streams: the call
+
+
+@dataclass
+class PlayedStream:
+    chunks: list[failover.Chunk]  # every chunk yielded, up to the end or the error
+    response: Optional[failover.Response]  # stream.response, when the stream ended
+    error: Optional[failover.FailoverError]
+    sleeper: FakeSleeper
+    requests: list[RecordedRequest]  # what the client sent
+    events: list[Any]  # on_event's
+
+
+def _run_stream(
+    script: list[tuple[Recording, list[bytes]]],
+    chain: list[Recording],
+    face: str,
+    retry: failover.RetryPolicy,
+) -> PlayedStream:
+    """Plays the recorded streamed responses back in order, each as raw pieces with its
+    recorded headers, and reads one ``stream`` / ``stream_async`` call through the providers
+    of ``chain``'s folders (in that order), asking what the first recording asked."""
+    server = MockServer()
+    sleeper = FakeSleeper()
+    events: list[Any] = []
+    try:
+        for rec, pieces in script:
+            server.push(status=rec.status, headers=rec.playback_headers, chunks=pieces)
+        client = failover.Client(
+            {rec.folder: _provider(rec, server) for rec in chain},
+            retry=retry,
+            sleeper=sleeper,
+            on_event=events.append,
+        )
+        first = chain[0]
+        prompt, tools = _chat_text(first), _recorded_tools(first) or None
+        chunks: list[failover.Chunk] = []
+        response: Optional[failover.Response] = None
+        error: Optional[failover.FailoverError] = None
+        try:
+            if face == "sync":
+                with client.stream(prompt, tools=tools, timeout=5.0) as stream:
+                    for chunk in stream:
+                        chunks.append(chunk)
+                response = stream.response
+            else:
+
+                async def read() -> failover.Response:
+                    async with client.stream_async(prompt, tools=tools, timeout=5.0) as stream:
+                        async for chunk in stream:
+                            chunks.append(chunk)
+                    return stream.response
+
+                response = asyncio.run(read())
+        except failover.FailoverError as exc:
+            error = exc
+        finally:
+            client.close()
+        assert server.pending == 0, f"a recorded response was not requested: {error!r}"
+        return PlayedStream(chunks, response, error, sleeper, list(server.requests), events)
+    finally:
+        server.close()
+
+
+_PLAYED_STREAMS: dict[tuple[str, str, str], PlayedStream] = {}
+
+
+def _play_stream(rec: Recording, face: str, split: str = "events") -> PlayedStream:
+    """One recorded stream through its folder's provider, no retries; played once per face
+    and split, and shared by the tests of each aspect (a replay paces its pieces apart)."""
+    key = (rec.id, face, split)
+    if key not in _PLAYED_STREAMS:
+        pieces = _event_pieces(rec) if split == "events" else _awkward_pieces(rec)
+        _PLAYED_STREAMS[key] = _run_stream([(rec, pieces)], [rec], face, NO_RETRIES)
+    return _PLAYED_STREAMS[key]
+
+
+def _content(chunks: list[failover.Chunk]) -> tuple[str, str, list[tuple[str, str, Any]]]:
+    """The text, reasoning and tool calls (id, name, arguments) the chunks carried."""
+    calls = [c.tool_call for c in chunks if c.kind == "tool_call" and c.tool_call is not None]
+    return (
+        "".join(c.text for c in chunks),
+        "".join(c.reasoning for c in chunks),
+        [(c.id, c.name, c.arguments) for c in calls],
+    )
+
+
+def _check_chunks(rec: Recording, chunks: list[failover.Chunk]) -> None:
+    """DESIGN §3.6's shapes, and the content the recording carries (up to its end or error)."""
+    exp = _expected_stream(rec)
+    for chunk in chunks:
+        assert chunk.kind in ("text", "reasoning", "tool_call"), chunk  # no restart asked for
+        if chunk.kind != "text":
+            assert chunk.text == "", chunk
+        if chunk.kind == "reasoning":
+            assert chunk.reasoning, chunk
+        if chunk.kind == "tool_call":
+            assert chunk.tool_call is not None, chunk
+    text, reasoning, calls = _content(chunks)
+    assert text == exp.text
+    assert reasoning == exp.reasoning
+    assert [(name, args) for _, name, args in calls] == [(n, a) for _, n, a in exp.tool_calls]
+    for (call_id, _, _), (expected_id, _, _) in zip(calls, exp.tool_calls):
+        assert call_id  # the recorded id, or one failover made where the wire has none
+        if expected_id is not None:
+            assert call_id == expected_id
+
+
+# --------------------------------------------------------------------------- streams: the cases
+
+
+def _check_stream_request(rec: Recording, request: RecordedRequest) -> None:
+    assert request.method == rec.method == "POST"
+    # The streaming endpoint, under the provider class's default base path.
+    sent_path, _, sent_query = request.path.partition("?")
+    assert sent_path == rec.path
+    assert sent_query == urlsplit(rec.uri).query
+    if rec.wire == "gemini":
+        assert sent_path.endswith(":streamGenerateContent") and sent_query == "alt=sse"
+    _check_auth(rec, request)
+
+    sent, recorded = request.json, rec.request_json
+    assert _user_text(rec.wire, sent) == _chat_text(rec)
+    assert _tool_names(rec.wire, sent) == _tool_names(rec.wire, recorded)
+    if rec.wire == "gemini":
+        assert "model" not in sent and "stream" not in sent  # both in the URL, as recorded
+        return
+    assert sent["model"] == recorded["model"] == rec.model
+    assert sent["stream"] is True
+    assert recorded["stream"] is True
+    if rec.wire == "openai" and rec.folder != "mistral":
+        # Usage comes only when asked for (DESIGN §3.6's usage chunk); Mistral sends it
+        # unasked, and its recorded request has no stream_options.
+        assert sent["stream_options"]["include_usage"] is True
+        if "stream_options" in recorded:
+            assert recorded["stream_options"]["include_usage"] is True
+    else:
+        assert "stream_options" not in sent
+        assert "stream_options" not in recorded
+
+
+def test_recorded_streams_found() -> None:
+    assert STREAM_SUCCESSES and STREAM_ERRORS
+    assert any(_expected_stream(r).content_before_error for r in STREAM_ERRORS)
+    assert any(not _expected_stream(r).content_before_error for r in STREAM_ERRORS)
+    for rec in STREAMS:
+        assert rec.status == 200
+        assert len(_awkward_pieces(rec)) == len(_event_pieces(rec)) + 1
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("rec", _params(STREAMS, "stream-request"))
+def test_streamed_request(rec: Recording, face: str) -> None:
+    """The request asks for a stream at the streaming endpoint, as recorded."""
+    played = _play_stream(rec, face)
+    [request] = played.requests
+    _check_stream_request(rec, request)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("rec", _params(STREAM_SUCCESSES, "stream-response"))
+def test_streamed_success(rec: Recording, face: str) -> None:
+    played = _play_stream(rec, face)
+    assert played.error is None, f"expected a complete stream, got {played.error!r}"
+    _check_chunks(rec, played.chunks)
+    exp = _expected_stream(rec)
+    r = played.response
+    assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
+    assert r.text == exp.text
+    _, _, calls = _content(played.chunks)
+    assert [(c.id, c.name, c.arguments) for c in r.tool_calls] == calls
+    assert r.finish_reason == _expected_stream_finish(rec, exp)
+    assert r.model == exp.model
+    assert r.provider == rec.folder
+    assert r.message["role"] == "assistant"
+    assert len(r.message.get("tool_calls") or []) == len(calls)
+    if _recorded_request_id(rec) is not None:
+        assert r.request_id == _recorded_request_id(rec)
+    [attempt] = r.attempts
+    assert (attempt.provider, attempt.status, attempt.kind) == (rec.folder, 200, None)
+    assert isinstance(r.time_to_first_token, float)
+    assert 0.0 < r.time_to_first_token < 5.0
+    assert API_KEY not in repr(r)
+    played.sleeper.assert_never_slept()
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("rec", _params(STREAM_SUCCESSES, "stream-usage"))
+def test_streamed_usage(rec: Recording, face: str) -> None:
+    """Every usage figure the stream reported, the last one winning field by field, with
+    DESIGN §2's one meaning (Anthropic's input from message_start, output from
+    message_delta; Groq's x_groq.usage; Gemini's last usageMetadata)."""
+    r = _play_stream(rec, face).response
+    assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
+    _check_stream_usage(rec, r.usage)
+
+
+def _check_stream_usage(rec: Recording, got: failover.Usage) -> None:
+    expected = _usage_of(rec.wire, _expected_stream(rec).usage)
+    assert (got.input_tokens, got.output_tokens) == (
+        expected.input_tokens,
+        expected.output_tokens,
+    ), got
+    assert got.cache_read_tokens == expected.cache_read_tokens, got
+    assert got.reasoning_tokens == expected.reasoning_tokens, got
+    assert got.cache_write_tokens == expected.cache_write_tokens, got
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("rec", _params(STREAM_ERRORS, "stream-error"))
+def test_streamed_error(rec: Recording, face: str) -> None:
+    """An in-stream error event: before any content a failure of the attempt (the stream
+    never starts); after content StreamInterrupted with the exact text delivered."""
+    played = _play_stream(rec, face)
+    exp = _expected_stream(rec)
+    exc = played.error
+    assert exc is not None, f"expected an error, got {played.response!r}"
+    assert played.response is None
+    _check_chunks(rec, played.chunks)  # the content before the error event, and only that
+    if exp.content_before_error:
+        assert isinstance(exc, failover.StreamInterrupted), f"got {exc!r}"
+        assert exc.partial_text == exp.text
+        assert exc.provider == rec.folder
+        cause = exc.__cause__
+        assert isinstance(cause, failover.ProviderError), f"cause: {cause!r}"
+        # The usage reported before the error, where there was some (DESIGN: "where known").
+        expected = _usage_of(rec.wire, exp.usage)
+        if exp.usage:
+            assert exc.usage is not None
+            assert (exc.usage.input_tokens, exc.usage.output_tokens) == (
+                expected.input_tokens,
+                expected.output_tokens,
+            )
+        else:
+            assert exc.usage is None or not any(
+                getattr(exc.usage, name) is not None for name in USAGE_FIELDS
+            ), exc.usage
+    else:
+        assert isinstance(exc, failover.ProviderError), f"got {exc!r}"
+        assert played.chunks == []
+        cause = exc
+        [attempt] = exc.attempts
+        assert (attempt.provider, attempt.status, attempt.kind) == (rec.folder, 200, exc.kind)
+        assert attempt.skipped is None
+        # No wait hint: the event has none, and the 200's rate-limit families all have room.
+        assert failover.retry_after(list(rec.headers), None) is None
+        assert exc.retry_after is None
+        played.sleeper.assert_never_slept()
+    assert cause.provider == rec.folder
+    assert cause.model == rec.model
+    assert exp.error is not None and exp.error["message"] in str(cause)
+    for text in (str(exc), repr(exc), str(cause), repr(cause), cause.body or ""):
+        assert API_KEY not in text
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("rec", _params(STREAM_ERRORS, "stream-error-class"))
+def test_streamed_error_class(rec: Recording, face: str) -> None:
+    """The in-stream error's class, by DESIGN §3.6's reading of its code."""
+    assert rec.id in EXPECTED_STREAM_ERRORS, (
+        f"new in-stream error {rec.id}: read its event and add the class DESIGN §3.6 asks for "
+        "to EXPECTED_STREAM_ERRORS"
+    )
+    expected_cls, _why = EXPECTED_STREAM_ERRORS[rec.id]
+    exc = _play_stream(rec, face).error
+    error = exc.__cause__ if isinstance(exc, failover.StreamInterrupted) else exc
+    assert type(error) is expected_cls, f"expected {expected_cls.__name__}, got {error!r}"
+    assert isinstance(error, failover.ProviderError)
+    assert error.kind == expected_cls.kind
+    if not isinstance(exc, failover.StreamInterrupted):
+        assert [a.kind for a in exc.attempts] == [expected_cls.kind]
+
+
+@pytest.mark.parametrize("rec", _params(STREAMS, "stream-framing"))
+def test_streamed_framing(rec: Recording) -> None:
+    """The same body read in pieces that never end where an event does (cut inside the JSON
+    and inside the blank line, CRLF split): the same content and the same end."""
+    played = _play_stream(rec, "sync", split="awkward")
+    exp = _expected_stream(rec)
+    _check_chunks(rec, played.chunks)
+    if exp.error is None:
+        assert played.response is not None, f"expected a Response, got {played.error!r}"
+        assert played.response.text == exp.text
+        assert played.response.finish_reason == _expected_stream_finish(rec, exp)
+        _check_stream_usage(rec, played.response.usage)
+    elif exp.content_before_error:
+        assert isinstance(played.error, failover.StreamInterrupted), repr(played.error)
+        assert played.error.partial_text == exp.text
+    else:
+        assert isinstance(played.error, failover.ProviderError), repr(played.error)
+        assert played.chunks == []
+
+
+def _next_stream(folder: str) -> Recording:
+    return next(r for r in STREAM_SUCCESSES if r.folder == folder)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("route", ["retry", "failover"])
+@pytest.mark.parametrize(
+    "rec",
+    [
+        pytest.param(r, id=r.id)
+        for r in STREAM_ERRORS
+        if not _expected_stream(r).content_before_error
+    ],
+)
+def test_streamed_error_before_content_is_retried(rec: Recording, route: str, face: str) -> None:
+    """DESIGN §3.6: an error event inside a 200 before any content is retried (the same
+    provider, after the backoff of a hint-less overload on the last provider) or failed over
+    (at once: another provider remains), like prompt()'s failures; the caller only sees the
+    stream start later. The next answer is the folder's own recorded stream, or OpenAI's."""
+    after = _next_stream(rec.folder) if route == "retry" else _next_stream("openai")
+    chain = [rec] if route == "retry" else [rec, after]
+    played = _run_stream(
+        [(rec, _event_pieces(rec)), (after, _event_pieces(after))],
+        chain,
+        face,
+        failover.RetryPolicy(),
+    )
+    assert played.error is None, f"expected the next stream, got {played.error!r}"
+    _check_chunks(after, played.chunks)
+    r = played.response
+    assert r is not None
+    assert r.text == _expected_stream(after).text
+    assert r.provider == after.folder
+    kind = EXPECTED_STREAM_ERRORS[rec.id][0].kind
+    assert [(a.provider, a.status, a.kind) for a in r.attempts] == [
+        (rec.folder, 200, kind),
+        (after.folder, 200, None),
+    ]
+    first, second = played.requests
+    _check_stream_request(rec, first)
+    assert second.json["stream"] is True
+    if route == "retry":
+        [delay] = played.sleeper.sleeps
+        assert 0.375 <= delay <= 0.5  # Backoff(initial=0.5, jitter=0.25), first step
+        [event] = played.events
+        assert isinstance(event, failover.RetryScheduled)
+        assert (event.provider, event.kind, event.status) == (rec.folder, kind, 200)
+    else:
+        played.sleeper.assert_never_slept()
+        [event] = played.events
+        assert isinstance(event, failover.FailedOver)
+        assert (event.from_provider, event.to_provider) == (rec.folder, after.folder)
+        assert event.error.kind == kind

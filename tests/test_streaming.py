@@ -366,6 +366,7 @@ def test_a_cut_after_text_raises_stream_interrupted_with_the_exact_partial_text(
     assert "".join(seen) == error.partial_text == "The answer is"
     assert error.provider == "o"
     assert isinstance(error.__cause__, failover.ProviderConnectionError)
+    assert [(a.status, a.kind) for a in error.attempts] == [(200, "connection")]
     assert len(mock_server.requests) == 1, "a stream past its first chunk is never retried silently"
     assert mock_server.pending == 1
 

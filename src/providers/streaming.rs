@@ -279,10 +279,11 @@ impl LiveStream {
         let text = redact(&error.error.to_string(), &self.secrets);
         let wrapped = json!({ "error": error.error });
         let parsed = ErrorBody::from_json(&wrapped);
-        let code = error
-            .error
-            .get("code")
-            .and_then(Value::as_u64)
+        // The status the event names: its numeric code, or the HTTP status
+        // it carries (Groq's `status_code`, Google's numeric `code`).
+        let code = ["code", "status_code", "status"]
+            .iter()
+            .find_map(|key| error.error.get(*key).and_then(Value::as_u64))
             .and_then(|c| u16::try_from(c).ok())
             .filter(|c| (400..600).contains(c));
         let kind_name = error
@@ -291,11 +292,12 @@ impl LiveStream {
             .or_else(|| error.error.get("code"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        let kind = match (code, kind_name) {
-            (Some(code), _) => classify_status(code, &parsed, &self.overloaded_statuses),
-            (None, "overloaded_error") => ErrorKind::Overloaded,
-            (None, "api_error") => ErrorKind::ServerError,
-            (None, _) => classify_status(500, &parsed, &self.overloaded_statuses),
+        let kind = match (kind_name, code) {
+            ("overloaded_error", _) => ErrorKind::Overloaded,
+            ("rate_limit_error", _) => ErrorKind::RateLimited,
+            ("api_error", None) => ErrorKind::ServerError,
+            (_, Some(code)) => classify_status(code, &parsed, &self.overloaded_statuses),
+            (_, None) => classify_status(500, &parsed, &self.overloaded_statuses),
         };
         let message = match parsed.message {
             Some(m) => format!("{}: error event in the stream: {m}", self.name),

@@ -289,14 +289,13 @@ impl Driver {
         };
         let partial = live.stream.acc.text.clone();
         let usage = live.stream.acc.usage.clone();
-        self.stream_interrupted(
-            failure,
-            partial,
-            live.provider,
-            &usage,
-            &live.attempts,
-            cause,
-        )
+        // The attempt that was streaming ended in this failure.
+        let mut attempts = live.attempts;
+        if let Some(last) = attempts.last_mut() {
+            last.kind = Some(failure.kind);
+            last.status = failure.status.or(last.status);
+        }
+        self.stream_interrupted(failure, partial, live.provider, &usage, &attempts, cause)
     }
 
     fn restart_failed(
