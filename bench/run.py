@@ -3,10 +3,11 @@
 Everything runs in this one process, against `failover.testing.MockServer` on 127.0.0.1 (never
 the internet), and prints Markdown tables. See bench/README.md for what each row means.
 
-    python bench/run.py              # default run, 3 to 5 minutes on 2 cores
-    python bench/run.py --quick      # about 1.5 minutes
+    python bench/run.py              # default run, 5 to 7 minutes on 2 cores
+    python bench/run.py --quick      # about 2.5 minutes
     python bench/run.py --n 5000     # timed chat calls per client and case
     python bench/run.py --embed-n 60 # timed embeddings calls per client and case
+    python bench/run.py --stream-n 20 # timed 10,000-chunk streams per client and case
 """
 
 from __future__ import annotations
@@ -569,6 +570,220 @@ EMBED_SPECS = [
 
 
 # --------------------------------------------------------------------------------------------
+# Streaming: one answer of many small chunks on the OpenAI Chat Completions SSE wire, as
+# OpenAI sends it with stream_options.include_usage: a first chunk with the role, one chunk per
+# word, a chunk with finish_reason "stop", a chunk with the usage and no choices, data: [DONE].
+# Every contender asks for exactly that (stream: true, stream_options.include_usage: true) and
+# returns (the concatenated text, completion_tokens from the usage chunk).
+
+STREAM_PROMPT_TOKENS = 8
+
+
+@dataclass
+class StreamFixture:
+    chunks: int
+    text: str
+    events: list[str]
+    """The text of each server-sent event, e.g. 'data: {...}'."""
+    body: bytes
+    """The same events as one body, each followed by a blank line."""
+
+
+def make_stream_fixture(chunks: int) -> StreamFixture:
+    rng = random.Random(chunks)
+    words = [" " + rng.choice(EMBED_WORDS) for _ in range(chunks)]
+
+    def event(choices: list[Any], usage: Any = None) -> str:
+        body = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1764460800,
+            "model": OPENAI_MODEL,
+            "system_fingerprint": "fp_bench",
+            "choices": choices,
+            "usage": usage,
+        }
+        return "data: " + json.dumps(body, separators=(",", ":"))
+
+    def choice(delta: dict[str, Any], finish: str | None = None) -> list[Any]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+    usage = {
+        "prompt_tokens": STREAM_PROMPT_TOKENS,
+        "completion_tokens": chunks,
+        "total_tokens": STREAM_PROMPT_TOKENS + chunks,
+    }
+    events = [
+        event(choice({"role": "assistant", "content": "", "refusal": None})),
+        *(event(choice({"content": w})) for w in words),
+        event(choice({}, "stop")),
+        event([], usage),
+        "data: [DONE]",
+    ]
+    body = "".join(e + "\n\n" for e in events).encode()
+    return StreamFixture(chunks, "".join(words), events, body)
+
+
+def stream_checker(fixture: StreamFixture) -> Callable[[Any], None]:
+    def check(answer: Any) -> None:
+        text, tokens = answer
+        if text != fixture.text:
+            got = len(text) if isinstance(text, str) else type(text).__name__
+            raise RuntimeError(f"text differs from the scripted one ({got} of {len(fixture.text)})")
+        if tokens != fixture.chunks:
+            raise RuntimeError(f"completion_tokens {tokens!r}, not {fixture.chunks}")
+
+    return check
+
+
+STREAM_BODY = {
+    "model": OPENAI_MODEL,
+    "messages": MESSAGES,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+
+
+def sync_failover_stream(url: str) -> SyncCall:
+    client = failover_openai_client(url)
+
+    def call() -> tuple[str, int | None]:
+        stream = client.stream("Hi")
+        text = "".join([chunk.text for chunk in stream])
+        return text, stream.response.usage.output_tokens
+
+    return call
+
+
+def async_failover_stream(url: str) -> AsyncCall:
+    client = failover_openai_client(url)
+
+    async def call() -> tuple[str, int | None]:
+        stream = client.stream_async("Hi")
+        text = "".join([chunk.text async for chunk in stream])
+        return text, stream.response.usage.output_tokens
+
+    return call
+
+
+def sync_openai_stream(url: str) -> SyncCall:
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+    def call() -> tuple[str, int | None]:
+        parts: list[str] = []
+        tokens = None
+        stream = client.chat.completions.create(
+            model=OPENAI_MODEL,
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                parts.append(chunk.choices[0].delta.content)
+            if chunk.usage:
+                tokens = chunk.usage.completion_tokens
+        return "".join(parts), tokens
+
+    return call
+
+
+def async_openai_stream(url: str) -> AsyncCall:
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+    async def call() -> tuple[str, int | None]:
+        parts: list[str] = []
+        tokens = None
+        stream = await client.chat.completions.create(
+            model=OPENAI_MODEL,
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                parts.append(chunk.choices[0].delta.content)
+            if chunk.usage:
+                tokens = chunk.usage.completion_tokens
+        return "".join(parts), tokens
+
+    return call
+
+
+class SSEText:
+    """The raw floor's reading of one stream: the data of each `data:` line, json.loads, the
+    content deltas and the usage, until data: [DONE]."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.tokens: int | None = None
+
+    def feed(self, line: str) -> bool:
+        """Takes one line; False once the stream is done."""
+        if not line.startswith("data:"):
+            return True
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return False
+        event = json.loads(data)
+        for choice in event["choices"]:
+            content = choice["delta"].get("content")
+            if content:
+                self.parts.append(content)
+        if event.get("usage"):
+            self.tokens = event["usage"]["completion_tokens"]
+        return True
+
+    def answer(self) -> tuple[str, int | None]:
+        return "".join(self.parts), self.tokens
+
+
+def sync_httpx_stream(url: str) -> SyncCall:
+    import httpx
+
+    client = httpx.Client(base_url=url, headers={"authorization": f"Bearer {KEY}"})
+
+    def call() -> tuple[str, int | None]:
+        sse = SSEText()
+        with client.stream("POST", "/chat/completions", json=STREAM_BODY) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if not sse.feed(line):
+                    break
+        return sse.answer()
+
+    return call
+
+
+def async_httpx_stream(url: str) -> AsyncCall:
+    import httpx
+
+    client = httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"})
+
+    async def call() -> tuple[str, int | None]:
+        sse = SSEText()
+        async with client.stream("POST", "/chat/completions", json=STREAM_BODY) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                if not sse.feed(line):
+                    break
+        return sse.answer()
+
+    return call
+
+
+STREAM_SPECS = [
+    Spec("failover", "openai", sync_failover_stream, async_failover_stream),
+    Spec("openai", "openai", sync_openai_stream, async_openai_stream),
+    Spec("httpx (raw floor)", "openai", sync_httpx_stream, async_httpx_stream),
+]
+
+
+# --------------------------------------------------------------------------------------------
 # Contenders: one client, its own MockServer, and how to script k calls' worth of answers.
 
 
@@ -654,6 +869,57 @@ def make_embed_contenders(fixture: EmbedFixture, mode: str) -> list[Contender]:
             c.fail(exc)
         out.append(c)
     return out
+
+
+# How the streamed answer is written: "event by event" (each event written and flushed on its
+# own, as a server generating tokens sends them) or "all at once" (the whole body in one write,
+# so the client is never waiting for the server: its own cost alone).
+STREAM_DELIVERIES = ("event by event", "all at once")
+
+
+def sse_script(server: MockServer, fixture: StreamFixture, delivery: str) -> Callable[[int], None]:
+    """Scripts a streamed 200 (the connection is closed after it)."""
+
+    def script(calls: int) -> None:
+        for _ in range(max(0, calls - server.pending)):
+            if delivery == "all at once":
+                server.push(200, chunks=[fixture.body])
+            else:
+                server.push(200, sse=fixture.events)
+
+    return script
+
+
+def make_stream_contenders(fixture: StreamFixture, mode: str, delivery: str) -> list[Contender]:
+    check = stream_checker(fixture)
+    out = []
+    for spec in STREAM_SPECS:
+        server = MockServer()
+        script = sse_script(server, fixture, delivery)
+        c = Contender(Result(spec.client), server, script, check=check)
+        try:
+            if mode == "sync":
+                c.sync_call = spec.sync(server.url)
+            else:
+                c.async_call = spec.async_(server.url)
+        except Exception as exc:  # a peer that fails to import or build is reported, not fatal
+            c.fail(exc)
+        out.append(c)
+    return out
+
+
+def check_stream_requests(contenders: list[Contender]) -> None:
+    """Fails a contender whose requests did not all ask for a stream with usage."""
+    for c in contenders:
+        for request in c.server.requests:
+            body = request.json if request.path.endswith("/chat/completions") else None
+            body = body if isinstance(body, dict) else {}
+            options = body.get("stream_options") or {}
+            if body.get("stream") is not True or options.get("include_usage") is not True:
+                if c.result.error is None:
+                    asked = f"stream={body.get('stream')!r}, stream_options={options!r}"
+                    c.fail(RuntimeError(f"{request.path} asked for {asked}"))
+                break
 
 
 def check_embed_requests(contenders: list[Contender]) -> None:
@@ -818,6 +1084,10 @@ class Config:
     embed_rounds: int
     embed_in_flight: int
     embed_batches: int
+    stream_n: int
+    stream_warmup: int
+    stream_rounds: int
+    stream_chunks: int
 
 
 def section_calls(cfg: Config) -> str:
@@ -878,6 +1148,75 @@ def section_embed(cfg: Config) -> tuple[str, str]:
     sizes = ", ".join(f"{k} {len(v) / 1e6:.2f} MB" for k, v in fixture.bodies.items())
     note = f"Response bodies: {sizes}. openai-python decodes base64 with {numpy}."
     return table(CALL_HEADERS, rows), note
+
+
+STREAM_HEADERS = ["case", "client", "median ms", "p90 ms", "µs / chunk", "peer / failover"]
+
+
+def stream_rows(case: str, results: list[Result], chunks: int) -> list[list[str]]:
+    """Per whole stream, in ms, and that median over the number of chunks."""
+    base = next((r for r in results if r.client == "failover" and r.ok), None)
+    rows = []
+    for r in results:
+        if not r.ok:
+            rows.append([case, r.client, "n/a", "n/a", "n/a", f"n/a ({r.error or 'no samples'})"])
+            continue
+        if r.client == "failover":
+            rel = "1.00 (baseline)"
+        else:
+            rel = ratio(r.median_us(), base.median_us()) if base else "n/a"
+        median, p90 = r.median_us(), r.p90_us()
+        cells = [f"{median / 1e3:,.1f}", f"{p90 / 1e3:,.1f}", f"{median / chunks:,.2f}", rel]
+        rows.append([case, r.client, *cells])
+    return rows
+
+
+def stream_verdict(results: dict[str, list[Result]]) -> str:
+    """Whether failover's stream is no slower than openai-python's, case by case."""
+    verdicts = []
+    for case, rs in results.items():
+        by = {r.client: r for r in rs if r.ok}
+        if "failover" not in by or "openai" not in by:
+            verdicts.append(f"{case}: not measured")
+            continue
+        f, o = by["failover"].median_us(), by["openai"].median_us()
+        verdicts.append(f"{case}: {'holds' if f <= o else 'FAILS'} ({f / o:.3f}x openai-python)")
+    return "Bar (failover's stream not slower than openai-python's): " + "; ".join(verdicts) + "."
+
+
+def section_stream(cfg: Config) -> tuple[str, str, str]:
+    """The streaming table, a line on what was served, and one on whether the bar holds."""
+    fixture = make_stream_fixture(cfg.stream_chunks)
+    rows: list[list[str]] = []
+    results: dict[str, list[Result]] = {}
+
+    def record(case: str, contenders: list[Contender]) -> None:
+        check_stream_requests(contenders)
+        results[case] = [c.result for c in contenders]
+        rows.extend(stream_rows(case, results[case], cfg.stream_chunks))
+        close_servers(contenders)
+
+    for delivery in STREAM_DELIVERIES:
+        contenders = make_stream_contenders(fixture, "sync", delivery)
+        run_sync(contenders, cfg.stream_n, cfg.stream_warmup, cfg.stream_rounds)
+        record(f"sync, {delivery}", contenders)
+
+    async def async_cases() -> None:
+        for delivery in STREAM_DELIVERIES:
+            contenders = make_stream_contenders(fixture, "async", delivery)
+            await run_async_sequential(
+                contenders, cfg.stream_n, cfg.stream_warmup, cfg.stream_rounds
+            )
+            record(f"async, {delivery}", contenders)
+
+    asyncio.run(async_cases())
+    note = (
+        f"One answer of {len(fixture.events):,} server-sent events ({len(fixture.body) / 1e6:.2f}"
+        f" MB): a role chunk, {fixture.chunks:,} one-word content chunks, a finish chunk, a "
+        "usage chunk and data: [DONE]. Event by event: each written and flushed on its own; "
+        "all at once: the whole body in one write."
+    )
+    return table(STREAM_HEADERS, rows), note, stream_verdict(results)
 
 
 def section_retry(cfg: Config) -> str:
@@ -1048,11 +1387,19 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument(
         "--embed-in-flight", type=int, default=10, help="concurrent embeddings calls (default 10)"
     )
+    p.add_argument("--stream-n", type=int, help="timed streams per client and case (10; quick: 5)")
+    p.add_argument(
+        "--stream-chunks", type=int, default=10_000, help="content chunks per stream (10,000)"
+    )
     a = p.parse_args(argv)
     n = a.n if a.n is not None else (100 if a.quick else 1000)
     embed_n = a.embed_n if a.embed_n is not None else (6 if a.quick else 30)
-    if min(n, a.in_flight, embed_n, a.embed_in_flight) < 1:
-        p.error("--n, --in-flight, --embed-n and --embed-in-flight must be at least 1")
+    stream_n = a.stream_n if a.stream_n is not None else (5 if a.quick else 10)
+    if min(n, a.in_flight, embed_n, a.embed_in_flight, stream_n, a.stream_chunks) < 1:
+        p.error(
+            "--n, --in-flight, --embed-n, --embed-in-flight, --stream-n and --stream-chunks"
+            " must be at least 1"
+        )
     reps = a.import_reps if a.import_reps is not None else (2 if a.quick else 7)
     return Config(
         n=n,
@@ -1066,6 +1413,10 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         embed_rounds=3 if a.quick else 5,
         embed_in_flight=a.embed_in_flight,
         embed_batches=max(3 if a.quick else 5, embed_n // a.embed_in_flight),
+        stream_n=stream_n,
+        stream_warmup=1 if a.quick else 2,
+        stream_rounds=5,
+        stream_chunks=a.stream_chunks,
     )
 
 
@@ -1085,7 +1436,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"- embeddings: {cfg.embed_n} timed calls per client and case after {cfg.embed_warmup} "
         f"warm-up calls, in {cfg.embed_rounds} alternating rounds; {cfg.embed_batches} batches "
-        f"of {cfg.embed_in_flight} in flight\n"
+        f"of {cfg.embed_in_flight} in flight"
+    )
+    print(
+        f"- streaming: {cfg.stream_n} timed streams of {cfg.stream_chunks:,} chunks per client "
+        f"and case after {cfg.stream_warmup} warm-up streams, in {cfg.stream_rounds} "
+        "alternating rounds\n"
     )
     sys.stdout.flush()
 
@@ -1099,6 +1455,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     embed, embed_note = section_embed(cfg)
     print(embed_note + "\n")
     print(embed, flush=True)
+    print(
+        f"\n## Streaming: {cfg.stream_chunks:,} small chunks in one answer, OpenAI wire "
+        "(MockServer on 127.0.0.1)\n",
+        flush=True,
+    )
+    stream, stream_note, stream_bar = section_stream(cfg)
+    print(stream_note + "\n")
+    print(stream + "\n")
+    print(stream_bar, flush=True)
     print("\n## Retry path: 429 with retry-after: 1, then 200, with a FakeSleeper\n")
     print(section_retry(cfg), flush=True)
     imports, start_ms = section_imports(cfg)
