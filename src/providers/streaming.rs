@@ -18,6 +18,10 @@ use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{BodyStream, HttpRequest, Opened, ReqwestTransport};
 use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamError};
 
+/// The most chunks handed to the caller in one batch (more that has
+/// already arrived waits for the next read).
+const BATCH: usize = 512;
+
 /// A stream being read.
 pub struct LiveStream {
     name: String,
@@ -140,7 +144,19 @@ impl LiveStream {
                 self.done = true;
                 continue;
             };
-            let read = tokio::time::timeout(idle, body.next()).await;
+            let read = if out.is_empty() {
+                tokio::time::timeout(idle, body.next()).await
+            } else if out.len() >= BATCH {
+                return Ok(Some(out));
+            } else {
+                // Chunks are in hand: take more only if it has already
+                // arrived, so a batch crosses to Python at once and nothing
+                // waits for it.
+                match futures_util::FutureExt::now_or_never(body.next()) {
+                    Some(read) => Ok(read),
+                    None => return Ok(Some(out)),
+                }
+            };
             let piece = match read {
                 Ok(Ok(Some(bytes))) => Some(bytes),
                 Ok(Ok(None)) => None,
@@ -194,9 +210,6 @@ impl LiveStream {
                     );
                     return self.fail_after(out, failure);
                 }
-            }
-            if !out.is_empty() {
-                return Ok(Some(out));
             }
         }
     }
