@@ -586,30 +586,138 @@ def test_the_deadline_bounds_the_start(mock_server: MockServer) -> None:
 def test_a_restart_discards_the_tool_calls_too(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
-    call = {"index": 0, "id": "call_9", "function": {"name": "f", "arguments": "{}"}}
+    block = {"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}
     mock_server.push(
         sse=[
-            oa({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}),
-            oa(
-                {
-                    "choices": [
-                        {"index": 0, "delta": {"tool_calls": [{**call, "index": 1, "id": "c2"}]}}
-                    ]
-                }
-            ),
+            ant("message_start", {"message": {"model": "c", "usage": {"input_tokens": 1}}}),
+            ant("content_block_start", {"index": 0, "content_block": block}),
+            ant("content_block_stop", {"index": 0}),
+            ant("content_block_start", {"index": 1, "content_block": {**block, "id": "toolu_10"}}),
         ],
-        fault="cut:2",
+        fault="cut:4",
     )
     backup_server.push(sse=[oa_text("no tools after all"), OA_STOP])
     client = failover.Client(
-        {"a": openai(mock_server), "b": openai(backup_server)},
+        {"a": anthropic(mock_server), "b": openai(backup_server)},
         retry=failover.RetryPolicy(max_retries=0),
         sleeper=FakeSleeper(),
     )
     chunks, r = collect("sync", client, tools=[failover.Tool("f")], on_interrupt="restart")
     assert [c.kind for c in chunks] == ["tool_call", "restart", "text"]
-    assert [c.id for c in chunks[1].discarded_tool_calls] == ["call_9"]
+    assert [c.id for c in chunks[1].discarded_tool_calls] == ["toolu_9"]
     assert (r.text, r.tool_calls) == ("no tools after all", ())
+
+
+def test_interleaved_tool_calls_are_assembled_by_their_index(mock_server: MockServer) -> None:
+    def part(index: int, **fields: Any) -> str:
+        return oa(
+            {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, **fields}]}}]}
+        )
+
+    mock_server.push(
+        sse=[
+            part(
+                0, id="call_A", type="function", function={"name": "weather", "arguments": '{"ci'}
+            ),
+            part(1, id="call_B", type="function", function={"name": "time", "arguments": "{}"}),
+            part(0, function={"arguments": 'ty": "Paris"}'}),
+            oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ]
+    )
+    client = failover.Client({"o": openai(mock_server)})
+    chunks, r = collect("sync", client, tools=[failover.Tool("weather"), failover.Tool("time")])
+    calls = [(c.id, c.name, c.arguments) for c in r.tool_calls]
+    assert calls == [("call_A", "weather", {"city": "Paris"}), ("call_B", "time", {})]
+    assert [c.tool_call for c in chunks] == list(r.tool_calls)
+
+
+def test_a_whole_json_answer_to_a_stream_request_is_taken_as_the_stream(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push_text("not streamed")
+    mock_server.push(json={"error": {"code": 429, "message": "slow"}})
+    mock_server.push_text("after the error")
+    client = failover.Client({"o": openai(mock_server)}, sleeper=FakeSleeper())
+    chunks, r = collect("sync", client)
+    assert texts(chunks) == "not streamed" and r.finish_reason == "stop"
+    chunks, r = collect("sync", client)
+    assert texts(chunks) == "after the error"
+    assert [a.kind for a in r.attempts] == ["rate_limited", None]
+
+
+def test_a_delta_that_is_not_text_is_a_failure_not_dropped(mock_server: MockServer) -> None:
+    mock_server.push(
+        sse=[oa_text("A"), oa({"choices": [{"index": 0, "delta": {"content": 5}}]}), OA_STOP]
+    )
+    client = failover.Client({"o": openai(mock_server)})
+    stream = client.stream("Hi")
+    assert next(stream).text == "A"
+    with pytest.raises(failover.StreamInterrupted) as info:
+        next(stream)
+    assert "not text" in str(info.value.__cause__)
+
+
+def test_anthropic_error_events_are_classified_like_their_status(mock_server: MockServer) -> None:
+    for error_type, cls in [
+        ("invalid_request_error", failover.BadRequest),
+        ("authentication_error", failover.AuthenticationError),
+        ("not_found_error", failover.ModelNotFound),
+        ("billing_error", failover.InsufficientCredits),
+    ]:
+        mock_server.push(sse=[ant("error", {"error": {"type": error_type, "message": "no"}})])
+        client = failover.Client({"a": anthropic(mock_server)}, sleeper=FakeSleeper())
+        with pytest.raises(cls):
+            list(client.stream("Hi"))
+
+
+def test_gemini_resource_exhausted_in_a_stream_waits_its_retry_delay(
+    mock_server: MockServer,
+) -> None:
+    error = {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "message": "quota",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}],
+        }
+    }
+    mock_server.push(sse=["data: " + json.dumps(error)])
+    mock_server.push(
+        sse=[
+            "data: "
+            + json.dumps(
+                {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+            )
+        ]
+    )
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {
+            "g": failover.Gemini(
+                "gemini-2.5-flash", api_key="AIza-test-12345678", base_url=mock_server.url
+            )
+        },
+        sleeper=sleeper,
+    )
+    _chunks, r = collect("sync", client)
+    assert r.text == "ok"
+    sleeper.assert_sequence([7.0])
+
+
+def test_a_broken_stream_sends_call_failed_and_keeps_every_attempt(
+    mock_server: MockServer,
+) -> None:
+    events: list[Any] = []
+    mock_server.push(status=429, headers={"retry-after": "1"}, json={"error": {"message": "x"}})
+    mock_server.push(sse=[oa_text("half")], fault="cut:1")
+    client = failover.Client(
+        {"o": openai(mock_server)}, sleeper=FakeSleeper(), on_event=events.append
+    )
+    with pytest.raises(failover.StreamInterrupted) as info:
+        list(client.stream("Hi"))
+    assert [type(e).__name__ for e in events] == ["RetryScheduled", "CallFailed"]
+    assert events[-1].error is info.value
+    assert [a.kind for a in info.value.attempts] == ["rate_limited", "connection"]
 
 
 def test_close_ends_the_stream_and_reads_after_it_stop(mock_server: MockServer) -> None:

@@ -48,7 +48,8 @@ def _chunk(text: str) -> str:
 def _anthropic_text(text: str) -> str:
     """An Anthropic stream's start and a first text block carrying ``text``."""
     return (
-        'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-haiku-4-5"}}\n\n'
+        "event: message_start\ndata: "
+        '{"type":"message_start","message":{"model":"claude-haiku-4-5"}}\n\n'
         'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
         '"content_block":{"type":"text","text":""}}\n\n'
         "event: content_block_delta\ndata: "

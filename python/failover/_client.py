@@ -8,7 +8,7 @@ from typing import Any, Optional, Union
 from . import _native, _sleep
 from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, FailoverError
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Provider, _checked_headers, _display_url, _url_problem
@@ -634,7 +634,16 @@ class Client:
         )
         restart = _restart(on_interrupt)
         _quiesce_at_exit()
-        return AsyncStream(self._native.stream_async(args, restart))
+        try:
+            native = self._native.stream_async(args, restart)
+        except RuntimeError as exc:
+            if "event loop" not in str(exc):
+                raise
+            raise FailoverError(
+                "stream_async() is called on the running event loop that will iterate it "
+                "(inside async code); in sync code, use stream()"
+            ) from None
+        return AsyncStream(native)
 
     def _embed_args(
         self,

@@ -114,6 +114,10 @@ class _StreamBase:
         """The complete answer (text, tool calls, usage, finish reason, provider,
         attempts, ``time_to_first_token``), once the stream has ended."""
         if self._response is None:
+            if self._done:
+                raise FailoverError(
+                    "the stream has no complete answer: it was closed, or it broke, before its end"
+                )
             raise FailoverError(
                 "the stream has not ended: read it to the end before asking for .response"
             )
@@ -169,6 +173,11 @@ class AsyncStream(_StreamBase):
 
     def __aiter__(self) -> AsyncStream:
         return self
+
+    def __iter__(self) -> None:
+        raise TypeError(
+            "an AsyncStream is read with `async for`; for a plain `for`, use client.stream()"
+        )
 
     async def __anext__(self) -> Chunk:
         while not self._pending:

@@ -415,7 +415,8 @@ pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, St
 pub fn finish_reason(raw: &str) -> String {
     match raw {
         // `pause_turn` is not an end: it passes through, so a loop goes on.
-        "stop" | "end_turn" | "stop_sequence" | "STOP" => "stop",
+        // "eos": vLLM and TGI servers' end of sequence.
+        "stop" | "end_turn" | "stop_sequence" | "STOP" | "eos" | "eos_token" => "stop",
         "length" | "max_tokens" | "MAX_TOKENS" => "length",
         "tool_calls" | "function_call" | "tool_use" => "tool_calls",
         "content_filter" | "refusal" | "SAFETY" => "content_filter",

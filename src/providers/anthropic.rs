@@ -293,10 +293,29 @@ fn usage_of(usage: &Value) -> Usage {
     }
 }
 
+/// A stream's usage so far: each raw figure reported replaces the one
+/// before, field by field (`message_delta` may repeat some of
+/// `message_start`'s), and the one meaning is computed from all of them.
+fn merged_usage(extras: &mut Map<String, Value>, usage: &Value) -> Usage {
+    let raw = extras.entry("usage").or_insert_with(|| json!({}));
+    if let (Value::Object(raw), Value::Object(patch)) = (raw, usage) {
+        for (key, value) in patch {
+            if value.is_u64() {
+                raw.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    usage_of(&extras["usage"])
+}
+
 /// The thinking blocks a stream gathered, as `provider_data` (in order: the
 /// keys are zero-padded indexes).
 pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
-    let blocks: Vec<&Value> = extras.values().collect();
+    let blocks: Vec<&Value> = extras
+        .iter()
+        .filter(|(key, _)| key.starts_with("block:"))
+        .map(|(_, block)| block)
+        .collect();
     (!blocks.is_empty()).then(|| json!({"anthropic": {"blocks": blocks}}))
 }
 
@@ -329,7 +348,7 @@ pub(super) fn stream_event(
                 out.push(Delta::Model(model.to_string()));
             }
             if let Some(usage) = message.get("usage") {
-                out.push(Delta::Usage(usage_of(usage)));
+                out.push(Delta::Usage(merged_usage(extras, usage)));
             }
         }
         "content_block_start" => {
@@ -338,7 +357,7 @@ pub(super) fn stream_event(
                 .ok_or("content_block_start without a block")?;
             let kind = block.get("type").and_then(Value::as_str);
             if matches!(kind, Some("thinking" | "redacted_thinking")) {
-                extras.insert(format!("{:08}", index()), block.clone());
+                extras.insert(format!("block:{:08}", index()), block.clone());
             }
             match kind {
                 Some("text") => out.push(Delta::Text(text(block, "text"))),
@@ -347,7 +366,14 @@ pub(super) fn stream_event(
                     index: index(),
                     id: Some(text(block, "id")),
                     name: Some(text(block, "name")),
-                    arguments: String::new(),
+                    // The input streams in deltas; a start that carries it
+                    // whole (and no deltas) is taken as it is.
+                    arguments: match block.get("input") {
+                        Some(Value::Object(input)) if !input.is_empty() => {
+                            Value::Object(input.clone()).to_string()
+                        }
+                        _ => String::new(),
+                    },
                 }),
                 _ => {}
             }
@@ -359,7 +385,7 @@ pub(super) fn stream_event(
             let kind = delta.get("type").and_then(Value::as_str);
             if let (Some(key @ ("thinking" | "signature")), Some(block)) = (
                 kind.and_then(|k| k.strip_suffix("_delta")),
-                extras.get_mut(&format!("{:08}", index())),
+                extras.get_mut(&format!("block:{:08}", index())),
             ) {
                 let piece = text(delta, key);
                 if let Some(Value::String(so_far)) = block.get_mut(key) {
@@ -383,15 +409,7 @@ pub(super) fn stream_event(
         "content_block_stop" => out.push(Delta::ToolCallDone { index: index() }),
         "message_delta" => {
             if let Some(usage) = json.get("usage") {
-                let mut patch = usage_of(usage);
-                if usage.get("input_tokens").is_none() {
-                    // Only the output count: the input counts stay as message_start said.
-                    patch = Usage {
-                        output_tokens: patch.output_tokens,
-                        ..Usage::default()
-                    };
-                }
-                out.push(Delta::Usage(patch));
+                out.push(Delta::Usage(merged_usage(extras, usage)));
             }
             if let Some(reason) = json
                 .get("delta")

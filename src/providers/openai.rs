@@ -282,15 +282,29 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     if let Some(model) = super::string_at(&json, "model") {
         out.push(Delta::Model(model));
     }
-    if let Some(choice) = json.get("choices").and_then(|c| c.get(0)) {
+    let choices = match json.get("choices") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(choices)) => choices.as_slice(),
+        Some(other) => return Err(format!("choices that are not a list: {other}")),
+    };
+    // The first choice only (n > 1 is not a stream failover can join).
+    let first = choices
+        .iter()
+        .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
+    if let Some(choice) = first {
         if let Some(delta) = choice.get("delta") {
-            if let Some(text) = delta.get("content").and_then(Value::as_str) {
-                out.push(Delta::Text(text.to_string()));
+            let text = |key: &str| match delta.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text.to_string())),
+                Some(other) => Err(format!("a delta whose {key} is not text: {other}")),
+            };
+            if let Some(text) = text("content")? {
+                out.push(Delta::Text(text));
             }
             // DeepSeek and vLLM say reasoning_content; OpenRouter and Groq reasoning.
             for key in ["reasoning_content", "reasoning"] {
-                if let Some(text) = delta.get(key).and_then(Value::as_str) {
-                    out.push(Delta::Reasoning(text.to_string()));
+                if let Some(text) = text(key)? {
+                    out.push(Delta::Reasoning(text));
                 }
             }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {

@@ -18,6 +18,23 @@ use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{BodyStream, HttpRequest, Opened, ReqwestTransport};
 use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamError};
 
+/// The HTTP status an error type stands for (Anthropic's `error.type`
+/// names, which its stream error events carry without a status).
+fn status_of_type(name: &str) -> Option<u16> {
+    Some(match name {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
 /// The most chunks handed to the caller in one batch (more that has
 /// already arrived waits for the next read).
 const BATCH: usize = 512;
@@ -38,6 +55,8 @@ pub struct LiveStream {
     pub acc: Accumulator,
     /// What a wire gathers across events for `provider_data`.
     extras: serde_json::Map<String, Value>,
+    /// `provider_data` of a whole answer given instead of a stream.
+    whole_provider_data: Option<Value>,
     /// A failure that came after chunks still to hand out: reported next.
     failed: Option<Failure>,
     /// The body reached its end (or the end marker came and reading stopped).
@@ -92,6 +111,10 @@ pub async fn start(
                 body,
             } => (status, headers, body),
         };
+        let json_answer = provider.wire != Wire::Ollama
+            && headers
+                .get("content-type")
+                .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
         let mut live = LiveStream {
             name: provider.name.clone(),
             wire: provider.wire,
@@ -108,9 +131,19 @@ pub async fn start(
             }),
             acc: Accumulator::default(),
             extras: serde_json::Map::new(),
+            whole_provider_data: None,
             failed: None,
             done: false,
         };
+        if json_answer {
+            // A JSON document where a stream was asked for: an error, or a
+            // server that does not stream, whose whole answer is the stream.
+            let body = live.body.take();
+            let chat = whole_answer(provider, sent, status, &live.headers, body).await?;
+            let mut first = Vec::new();
+            live.replay(chat, &mut first);
+            return Ok(StartedStream { live, first });
+        }
         let first = live.next(idle).await?.unwrap_or_default();
         Ok(StartedStream { live, first })
     };
@@ -125,6 +158,40 @@ pub async fn start(
         },
         None => begin.await,
     }
+}
+
+/// A 2xx JSON answer to a streaming request, read whole: the answer, or
+/// the failure it describes (an error object, a malformed body).
+async fn whole_answer(
+    provider: &ProviderConfig,
+    sent: &HttpRequest,
+    status: u16,
+    headers: &Headers,
+    body: Option<BodyStream>,
+) -> Result<super::ChatResponse, Failure> {
+    let mut bytes = Vec::new();
+    if let Some(mut body) = body {
+        loop {
+            match body.next().await {
+                Ok(Some(piece)) if bytes.len() + piece.len() <= crate::http::MAX_RESPONSE_BYTES => {
+                    bytes.extend_from_slice(&piece)
+                }
+                Ok(None) => break,
+                Ok(Some(_)) | Err(_) => {
+                    return Err(Failure::without_response(
+                        ErrorKind::ServerError,
+                        format!("{}: the answer was cut short or too large", provider.name),
+                    ))
+                }
+            }
+        }
+    }
+    let response = crate::http::HttpResponse {
+        status,
+        headers: headers.clone(),
+        body: bytes,
+    };
+    super::parse_response(provider, sent, response)
 }
 
 impl LiveStream {
@@ -238,9 +305,31 @@ impl LiveStream {
         Ok(())
     }
 
+    /// A whole answer, as if it had streamed: its chunks to `out`, and the
+    /// stream complete.
+    fn replay(&mut self, chat: super::ChatResponse, out: &mut Vec<Chunk>) {
+        self.close();
+        self.acc.apply(Delta::Text(chat.text), out);
+        for call in chat.tool_calls {
+            self.acc.apply(Delta::ToolCall(call), out);
+        }
+        self.acc.apply(Delta::Usage(chat.usage), out);
+        if let Some(model) = chat.model {
+            self.acc.apply(Delta::Model(model), out);
+        }
+        let finish = chat.finish_reason.unwrap_or_else(|| "stop".into());
+        self.acc.apply(Delta::Finish(finish), out);
+        if let Some(data) = chat.provider_data {
+            self.whole_provider_data = Some(data);
+        }
+    }
+
     /// The wire's opaque extras for the history (signed thinking blocks,
     /// thought signatures), as `ChatResponse::provider_data`.
     pub fn provider_data(&self) -> Option<Value> {
+        if let Some(data) = &self.whole_provider_data {
+            return Some(data.clone());
+        }
         match self.wire {
             Wire::Anthropic => super::anthropic::stream_provider_data(&self.extras),
             Wire::Gemini => super::gemini::stream_provider_data(&self.extras),
@@ -289,8 +378,10 @@ impl LiveStream {
     /// An error event inside the 200, classified as its code would be as a
     /// status for this provider; string types by name.
     fn error_event(&self, error: &StreamError) -> Failure {
-        let text = redact(&error.error.to_string(), &self.secrets);
+        // Wrapped as an error body, so the wait hints a body can carry
+        // (Gemini's `RetryInfo.retryDelay`) are read as for any error.
         let wrapped = json!({ "error": error.error });
+        let text = redact(&wrapped.to_string(), &self.secrets);
         let parsed = ErrorBody::from_json(&wrapped);
         // The status the event names: its numeric code, or the HTTP status
         // it carries (Groq's `status_code`, Google's numeric `code`).
@@ -305,16 +396,19 @@ impl LiveStream {
             .or_else(|| error.error.get("code"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        let kind = match (kind_name, code) {
+        // A type name stands for the status it has as an HTTP error
+        // (Anthropic's error types); else the status the event carries.
+        let status = status_of_type(kind_name).or(code);
+        let kind = match (kind_name, status) {
             ("overloaded_error", _) => ErrorKind::Overloaded,
-            ("rate_limit_error", _) => ErrorKind::RateLimited,
-            ("api_error", None) => ErrorKind::ServerError,
-            (_, Some(code)) => classify_status(code, &parsed, &self.overloaded_statuses),
+            (_, Some(status)) => classify_status(status, &parsed, &self.overloaded_statuses),
             (_, None) => classify_status(500, &parsed, &self.overloaded_statuses),
         };
-        let message = match parsed.message {
-            Some(m) => format!("{}: error event in the stream: {m}", self.name),
-            None => format!("{}: error event in the stream", self.name),
+        let detail = super::openai::error_detail(&wrapped);
+        let message = match (parsed.message, detail) {
+            (Some(m), Some(d)) => format!("{}: error event in the stream: {m} ({d})", self.name),
+            (Some(m), None) => format!("{}: error event in the stream: {m}", self.name),
+            (None, _) => format!("{}: error event in the stream", self.name),
         };
         Failure {
             kind,

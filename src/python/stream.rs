@@ -205,6 +205,7 @@ impl Driver {
                                 failure,
                                 partial,
                                 provider,
+                                attempts,
                                 call_failure,
                             ));
                         }
@@ -295,7 +296,19 @@ impl Driver {
             last.kind = Some(failure.kind);
             last.status = failure.status.or(last.status);
         }
-        self.stream_interrupted(failure, partial, live.provider, &usage, &attempts, cause)
+        let error =
+            self.stream_interrupted(failure, partial, live.provider, &usage, &attempts, cause);
+        // The call ends here: its CallFailed event, as for any call.
+        Python::attach(|py| {
+            let value = error.value(py).clone().into_any();
+            self.call.events.send_call_failed(
+                py,
+                &self.call_id,
+                &value,
+                "the stream broke after its first content; not retried (on_interrupt=\"raise\")",
+            );
+        });
+        error
     }
 
     fn restart_failed(
@@ -303,6 +316,7 @@ impl Driver {
         failure: crate::engine::Failure,
         partial: String,
         provider: usize,
+        earlier: Vec<AttemptRecord>,
         call_failure: CallFailure,
     ) -> PyErr {
         let inner = Arc::clone(&self.inner);
@@ -311,14 +325,10 @@ impl Driver {
         let call_id = self.call_id.clone();
         let cause = Python::attach(|py| self.call.raise(py, &call_failure, &configs, &call_id));
         let usage = crate::stream::Usage::default();
-        self.stream_interrupted(
-            failure,
-            partial,
-            provider,
-            &usage,
-            &call_failure.attempts,
-            Some(cause),
-        )
+        // Every attempt: those before the cut, then the restart's.
+        let mut attempts = earlier;
+        attempts.extend(call_failure.attempts.iter().cloned());
+        self.stream_interrupted(failure, partial, provider, &usage, &attempts, Some(cause))
     }
 
     fn stream_interrupted(

@@ -6,6 +6,10 @@
 //! comment lines without a trace, and a comment (OpenRouter's
 //! `: OPENROUTER PROCESSING`) must reset the idle timeout like any event.
 
+/// The longest line or event a stream may send: a gateway that never ends
+/// one must not eat the process's memory.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// One frame of a stream, in the order it arrived.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
@@ -39,6 +43,8 @@ pub struct Decoder {
     event: String,
     data: String,
     has_data: bool,
+    /// Nothing read yet: a byte-order mark there is dropped (WHATWG).
+    at_start: bool,
 }
 
 impl Decoder {
@@ -50,6 +56,7 @@ impl Decoder {
             event: String::new(),
             data: String::new(),
             has_data: false,
+            at_start: true,
         }
     }
 
@@ -58,6 +65,18 @@ impl Decoder {
     pub fn push(&mut self, bytes: &[u8], frames: &mut Vec<Frame>) -> Result<(), String> {
         if bytes.is_empty() {
             return Ok(());
+        }
+        if self.at_start {
+            // A BOM may itself arrive split: wait for three bytes to decide.
+            let mut head = std::mem::take(&mut self.partial);
+            head.extend_from_slice(bytes);
+            if head.len() < 3 && b"\xef\xbb\xbf".starts_with(&head) {
+                self.partial = head;
+                return Ok(());
+            }
+            self.at_start = false;
+            let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&head).to_vec();
+            return self.push(&head, frames);
         }
         let mut start = 0;
         let mut i = 0;
@@ -89,6 +108,9 @@ impl Decoder {
             i += 1;
         }
         self.partial.extend_from_slice(&bytes[start..]);
+        if self.partial.len() + self.data.len() > MAX_EVENT_BYTES {
+            return Err(format!("an event over {MAX_EVENT_BYTES} bytes"));
+        }
         Ok(())
     }
 
@@ -147,6 +169,11 @@ impl Decoder {
                 }
                 self.data.push_str(value);
                 self.has_data = true;
+                if self.data.len() > MAX_EVENT_BYTES {
+                    // Checked by `push` after the line; dropped here so it
+                    // cannot grow past the bound one line at a time.
+                    self.data.truncate(MAX_EVENT_BYTES + 1);
+                }
             }
             "event" => {
                 self.event.clear();
@@ -234,5 +261,24 @@ mod tests {
     #[test]
     fn invalid_utf8_is_an_error() {
         assert!(frames(Framing::Sse, &[b"data: \xff\xfe\n\n"]).is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_even_split() {
+        let body = "\u{feff}data: x\n\n".as_bytes();
+        for cut in 0..body.len() {
+            let got = frames(Framing::Sse, &[&body[..cut], &body[cut..]]).unwrap();
+            assert_eq!(got, vec![event("", "x")], "split at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_endless_event_is_an_error() {
+        let mut decoder = Decoder::new(Framing::Sse);
+        let mut out = Vec::new();
+        let piece = vec![b'a'; 1024 * 1024];
+        decoder.push(b"data: ", &mut out).unwrap();
+        let failed = (0..20).find_map(|_| decoder.push(&piece, &mut out).err());
+        assert!(failed.unwrap().contains("over"));
     }
 }

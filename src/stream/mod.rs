@@ -134,13 +134,9 @@ impl Accumulator {
                 name,
                 arguments,
             } => {
-                if !self.pending.contains_key(&index) {
-                    // Calls stream one after another: a new one ends those before it.
-                    let before: Vec<usize> = self.pending.range(..index).map(|(&i, _)| i).collect();
-                    for i in before {
-                        self.complete(i, out);
-                    }
-                }
+                // Calls may interleave (Chat Completions keys each piece by
+                // its index): a call is complete only when its wire says so,
+                // or at the end of the answer.
                 let call = self.pending.entry(index).or_default();
                 if id.is_some() {
                     call.id = id;
