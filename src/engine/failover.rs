@@ -2,16 +2,20 @@
 //! the async face, bounded by the caller's deadline.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
-use super::policy::{Decision, RetryPolicy, Situation, Verdict};
+use super::policy::{cooldown, Decision, RetryPolicy, Situation, Verdict};
+use super::state::{Cooling, SharedState};
 
 /// A provider taking part in one call: what the engine needs of it.
 #[derive(Clone, Copy, Debug)]
 pub struct ProviderSlot<'a> {
     pub overloaded_statuses: &'a [u16],
+    /// Its key in the shared state (cooldowns, budget): provider, model and
+    /// call kind.
+    pub state_key: &'a str,
     /// Why this provider cannot serve the call (its wire cannot express a
     /// feature the call uses): skipped, recorded in the attempts, never
     /// called, and not counted as a provider left to fail over to.
@@ -29,6 +33,8 @@ pub struct CallSpec<'a> {
     pub attempt_timeout: Duration,
     /// The longest the whole call may take: attempts, waits and failovers.
     pub deadline: Option<Duration>,
+    /// What calls share (cooldowns, the retry budget); `None`: nothing.
+    pub state: Option<&'a dyn SharedState>,
 }
 
 /// One HTTP attempt (or one provider skipped), for `.attempts`.
@@ -64,6 +70,11 @@ impl AttemptRecord {
 pub trait Answer {
     /// The HTTP status it came with.
     fn status(&self) -> u16;
+    /// How long until a rate limit its headers say is exhausted resets: the
+    /// provider has no headroom left until then.
+    fn exhausted_for(&self, _now: SystemTime) -> Option<Duration> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -201,8 +212,7 @@ where
         reason,
     };
     let deadline = spec.deadline.unwrap_or_default();
-    let next_able = |from: usize| (from..count).find(|&i| spec.providers[i].unable.is_none());
-    if next_able(0).is_none() && count > 0 {
+    if (0..count).all(|i| spec.providers[i].unable.is_some()) && count > 0 {
         for (index, slot) in spec.providers.iter().enumerate() {
             attempts.push(AttemptRecord::skipped(
                 index,
@@ -213,9 +223,49 @@ where
         return Err(fail(CallError::Unserved, attempts, reason));
     }
 
+    // Providers cooling down (from earlier calls) are skipped, unless every
+    // one left is: then the one that recovers first is tried. A stream
+    // being restarted goes back to its provider whatever the state says.
+    let started_at = clock.wall();
+    let mut cooling: Vec<Option<Cooling>> = spec
+        .providers
+        .iter()
+        .map(|slot| match (spec.state, slot.unable) {
+            (Some(state), None) => state.cooling(slot.state_key, started_at),
+            _ => None,
+        })
+        .collect();
+    let able: Vec<usize> = (first..count)
+        .filter(|&i| spec.providers[i].unable.is_none())
+        .collect();
+    if able.iter().all(|&i| cooling[i].is_some()) {
+        if let Some(&soonest) = able
+            .iter()
+            .min_by_key(|&&i| cooling[i].as_ref().map(|c| c.until))
+        {
+            cooling[soonest] = None;
+        }
+    }
+    if let Some(broken) = &resume {
+        cooling[broken.provider] = None;
+    }
+    let next_able = |from: usize| {
+        (from..count).find(|&i| spec.providers[i].unable.is_none() && cooling[i].is_none())
+    };
+
     for (index, slot) in spec.providers.iter().enumerate().skip(first) {
         if let Some(why) = slot.unable {
             attempts.push(AttemptRecord::skipped(index, why));
+            continue;
+        }
+        if let Some(cool) = &cooling[index] {
+            let left = cool
+                .until
+                .duration_since(started_at)
+                .unwrap_or_default()
+                .as_secs_f64();
+            let why = format!("cooling down for {left:.1}s more: {}", cool.reason);
+            attempts.push(AttemptRecord::skipped(index, &why));
             continue;
         }
         let is_last = next_able(index + 1).is_none();
@@ -223,6 +273,10 @@ where
             .as_ref()
             .filter(|r| r.provider == index)
             .map_or(0, |r| r.retries_done);
+        let budget = spec.state.zip(spec.policy.budget.as_ref());
+        if let (Some((state, budget)), None) = (budget, &resume) {
+            state.note_call(slot.state_key, clock.wall(), budget);
+        }
         let mut waited = Duration::ZERO;
         loop {
             let left = remaining(clock);
@@ -243,6 +297,19 @@ where
             };
             let failure = match outcome {
                 Ok(value) => {
+                    if let Some(state) = spec.state {
+                        let now = clock.wall();
+                        state.recover(slot.state_key);
+                        // No headroom left: the next call goes elsewhere
+                        // rather than spend a request on a 429.
+                        if let Some(reset) = value.exhausted_for(now) {
+                            let why = format!(
+                                "its rate limit is exhausted for {:.3}s",
+                                reset.as_secs_f64()
+                            );
+                            state.cool(slot.state_key, now + reset, &why);
+                        }
+                    }
                     let status = Some(value.status());
                     attempts.push(AttemptRecord {
                         provider: index,
@@ -276,6 +343,9 @@ where
                 slot.overloaded_statuses,
             );
             let retry_after = situation.retry_after();
+            // The wait it asked for, even under `x-should-retry: false`: the
+            // cooldown if it is given up on.
+            let hinted = situation.hint;
             let left = |failure| ProviderFailure {
                 provider: index,
                 failure,
@@ -290,7 +360,23 @@ where
                 return Err(fail(error, attempts, reason));
             }
             let Verdict { decision, reason } = spec.policy.decide_explained(&situation, unit());
+            let within_budget = |state: &dyn SharedState, budget| {
+                state.spend_retry(slot.state_key, clock.wall(), budget)
+            };
             let (fail_over, reason) = match decision {
+                // (Checked only for a wait the deadline allows: the budget
+                // counts the retries it grants.)
+                Decision::Retry(wait)
+                    if remaining(clock).is_none_or(|l| wait < l)
+                        && budget.is_some_and(|(state, budget)| !within_budget(state, budget)) =>
+                {
+                    let why = "retry skipped: the retry budget is spent";
+                    attempts.push(AttemptRecord::skipped(index, why));
+                    let fail_over = spec
+                        .policy
+                        .fails_over_after(&failure, slot.overloaded_statuses);
+                    (fail_over, why.to_string())
+                }
                 Decision::Retry(wait) if remaining(clock).is_none_or(|l| wait < l) => {
                     retries_done += 1;
                     on_event(Event::RetryScheduled {
@@ -320,6 +406,14 @@ where
                 }
                 Decision::GiveUp { fail_over, .. } => (fail_over, reason),
             };
+            // Given up on: it cools down, so later calls go elsewhere.
+            if let Some(state) = spec.state {
+                let streak = state.failures_in_a_row(slot.state_key);
+                if let Some((cool_for, why)) = cooldown(failure.kind, hinted, streak) {
+                    let until = clock.wall().checked_add(cool_for).unwrap_or(started_at);
+                    state.cool(slot.state_key, until, &why);
+                }
+            }
             if fail_over && !is_last {
                 let left = left(failure);
                 on_event(Event::FailedOver {
@@ -369,6 +463,7 @@ mod tests {
         (0..n)
             .map(|_| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
+                state_key: "",
                 unable: None,
             })
             .collect()
@@ -419,6 +514,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: Duration::from_secs(60),
             deadline,
+            state: None,
         };
         let result = futures_util::FutureExt::now_or_never(run(
             &spec,
@@ -566,6 +662,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: secs(60.0),
             deadline: None,
+            state: None,
         };
         let mut called = Vec::new();
         let mut events = Vec::new();
@@ -798,6 +895,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: secs(60.0),
             deadline: Some(secs(1.0)),
+            state: None,
         };
         let mut calls = 0;
         // The first attempt itself uses up the deadline (the clock moves during it).
@@ -900,6 +998,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: Duration::from_secs(60),
             deadline: None,
+            state: None,
         };
         let broken = |kind, retries_done| Resume {
             provider: 0,
@@ -949,5 +1048,163 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((called, result.provider), (vec![1], 1));
+    }
+
+    /// Calls made one after another against shared state, on one manual
+    /// clock: (the providers called, the attempts recorded) for each.
+    struct Shared {
+        clock: ManualClock,
+        state: crate::engine::LocalState,
+        keys: Vec<String>,
+    }
+
+    impl Shared {
+        fn new(providers: usize) -> Self {
+            Self {
+                clock: ManualClock::new(),
+                state: crate::engine::LocalState::new(),
+                keys: (0..providers).map(|i| format!("p{i}")).collect(),
+            }
+        }
+
+        fn call(
+            &self,
+            policy: &RetryPolicy,
+            script: Vec<Result<&'static str, Failure>>,
+        ) -> (Vec<usize>, Result<Success<&'static str>, CallFailure>) {
+            let slots: Vec<ProviderSlot> = self
+                .keys
+                .iter()
+                .map(|k| ProviderSlot {
+                    overloaded_statuses: OVERLOADED,
+                    state_key: k,
+                    unable: None,
+                })
+                .collect();
+            let spec = CallSpec {
+                call_id: "c",
+                providers: &slots,
+                policy,
+                attempt_timeout: Duration::from_secs(60),
+                deadline: None,
+                state: Some(&self.state),
+            };
+            let script = Mutex::new(VecDeque::from(script));
+            let called = Mutex::new(Vec::new());
+            let result = futures_util::FutureExt::now_or_never(run(
+                &spec,
+                &self.clock,
+                &mut || 0.0,
+                &mut |_| {},
+                |provider, _| {
+                    called.lock().unwrap().push(provider);
+                    let next = script.lock().unwrap().pop_front().expect("script ran out");
+                    async move { next }
+                },
+            ))
+            .unwrap();
+            (called.into_inner().unwrap(), result)
+        }
+    }
+
+    #[test]
+    fn a_provider_that_asked_for_quiet_is_skipped_until_its_time() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy::default();
+        // 60 s is over the 10 s cap: fail over, and p0 cools for 60 s.
+        let (called, result) = shared.call(&policy, vec![rate_limited("60"), Ok("b")]);
+        assert_eq!((called, result.unwrap().provider), (vec![0, 1], 1));
+        // The next call goes straight to p1, p0 recorded as skipped.
+        let (called, result) = shared.call(&policy, vec![Ok("b")]);
+        let result = result.unwrap();
+        assert_eq!(called, vec![1]);
+        assert!(result.attempts[0]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("cooling down"));
+        // Once its time has passed, p0 is called again; a success ends the cooldown.
+        shared.clock.advance(Duration::from_secs(60));
+        let (called, _) = shared.call(&policy, vec![Ok("a")]);
+        assert_eq!(called, vec![0]);
+        assert!(shared.state.cooldowns(shared.clock.wall()).is_empty());
+    }
+
+    #[test]
+    fn every_provider_cooling_still_makes_a_request_to_the_first_to_recover() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy {
+            max_retries_last: 0,
+            ..RetryPolicy::default()
+        };
+        shared
+            .state
+            .cool("p0", shared.clock.wall() + Duration::from_secs(30), "x");
+        shared
+            .state
+            .cool("p1", shared.clock.wall() + Duration::from_secs(10), "y");
+        let (called, result) = shared.call(&policy, vec![Ok("b")]);
+        assert_eq!((called, result.unwrap().provider), (vec![1], 1));
+    }
+
+    #[test]
+    fn failures_without_hints_cool_briefly_then_longer_and_auth_for_long() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        let left = |key: &str| {
+            shared
+                .state
+                .cooldowns(shared.clock.wall())
+                .into_iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, d)| d)
+        };
+        shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        assert_eq!(left("p0"), Some(Duration::from_secs(5)));
+        shared.clock.advance(Duration::from_secs(5));
+        shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        assert_eq!(
+            left("p0"),
+            Some(Duration::from_secs(10)),
+            "doubles while it keeps failing"
+        );
+        shared.clock.advance(Duration::from_secs(10));
+        shared.call(&policy, vec![err(Auth, Some(401), &[]), Ok("b")]);
+        assert_eq!(left("p0"), Some(Duration::from_secs(300)));
+        // A bad request is the request's fault, not the provider's.
+        let shared = Shared::new(1);
+        shared.call(&policy, vec![err(BadRequest, Some(400), &[])]);
+        assert!(shared.state.cooldowns(shared.clock.wall()).is_empty());
+    }
+
+    #[test]
+    fn a_spent_budget_means_no_retry() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy {
+            max_retries: 3,
+            budget: Some(crate::engine::RetryBudget {
+                ratio: 0.0,
+                min_retries_per_second: 0.1,
+                window: Duration::from_secs(10),
+            }),
+            ..RetryPolicy::default()
+        };
+        // A reserve of one retry in the window: the first call gets it...
+        let (called, _) = shared.call(&policy, vec![err(ServerError, Some(500), &[]), Ok("a")]);
+        assert_eq!(called, vec![0, 0]);
+        shared.state.recover("p0");
+        // ...the second fails over at once, the refused retry recorded.
+        let (called, result) =
+            shared.call(&policy, vec![err(ServerError, Some(500), &[]), Ok("b")]);
+        assert_eq!(called, vec![0, 1]);
+        let attempts = result.unwrap().attempts;
+        assert!(attempts[1]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("retry budget"));
     }
 }

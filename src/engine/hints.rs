@@ -153,6 +153,15 @@ pub fn gemini_retry_delay(body: &str) -> Option<Duration> {
     })
 }
 
+/// How long until an exhausted rate limit resets, from a success's headers
+/// (OpenAI's or Anthropic's): the headroom is gone until then.
+pub fn exhausted_reset(headers: &Headers, now: SystemTime) -> Option<Duration> {
+    match (openai_reset(headers), anthropic_reset(headers, now)) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// OpenAI: `x-ratelimit-reset-{requests,tokens}` Go durations, for a limit
 /// whose `x-ratelimit-remaining-*` is 0. The longer one wins.
 pub fn openai_reset(headers: &Headers) -> Option<Duration> {

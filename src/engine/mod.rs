@@ -7,6 +7,7 @@ pub mod clock;
 pub mod failover;
 pub mod hints;
 pub mod policy;
+pub mod state;
 
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
 pub use clock::{Clock, ManualCallClock, ManualClock, TokioClock};
@@ -16,3 +17,4 @@ pub use failover::{
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};
+pub use state::{Cooling, LocalState, RetryBudget, SharedState};

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::classify::{ErrorKind, Failure, KindSet};
 use super::hints::{self, secs};
+use super::state::RetryBudget;
 
 /// Exponential backoff with jitter:
 /// `min(initial * multiplier**n, max) * (1 - jitter * U[0,1))`.
@@ -73,6 +74,8 @@ pub struct RetryPolicy {
     /// other kind fails over once this provider is given up on.
     pub stop_on: KindSet,
     pub preset: Preset,
+    /// How much retrying may add to a provider's traffic; `None`: no limit.
+    pub budget: Option<RetryBudget>,
 }
 
 /// Only a request that is wrong in itself ends a call by default: a bad key
@@ -89,7 +92,47 @@ impl Default for RetryPolicy {
             backoff: Backoff::default(),
             stop_on: DEFAULT_STOP_ON,
             preset: Preset::Default,
+            budget: Some(RetryBudget::default()),
         }
+    }
+}
+
+/// The cooldown after a provider failed with no usable wait hint: this,
+/// doubling with each failure in a row, up to [`COOLDOWN_MAX`].
+pub const COOLDOWN_SHORT: Duration = Duration::from_secs(5);
+pub const COOLDOWN_MAX: Duration = Duration::from_secs(300);
+/// The cooldown after an auth, not-found or credits failure: a revoked key
+/// or a missing model does not come back in a second.
+pub const COOLDOWN_LONG: Duration = Duration::from_secs(300);
+
+/// How long a provider given up on cools down, and why: its hinted wait
+/// when it asked for one (taken or not), else by the kind of failure.
+/// `None`: the failure says nothing about the provider (a bad request).
+pub fn cooldown(
+    kind: ErrorKind,
+    hint: Option<Duration>,
+    failures_in_a_row: u32,
+) -> Option<(Duration, String)> {
+    use ErrorKind::*;
+    if let Some(hint) = hint.filter(|h| !h.is_zero()) {
+        let why = format!("asked for {:.3}s", hint.as_secs_f64());
+        return Some((hint, why));
+    }
+    match kind {
+        RateLimited | Overloaded | ServerError | Timeout | Connection => {
+            let doubled = COOLDOWN_SHORT
+                .checked_mul(
+                    1u32.checked_shl(failures_in_a_row.min(16))
+                        .unwrap_or(u32::MAX),
+                )
+                .unwrap_or(COOLDOWN_MAX)
+                .min(COOLDOWN_MAX);
+            Some((doubled, format!("failed ({})", kind.as_str())))
+        }
+        Auth | NotFound | InsufficientCredits => {
+            Some((COOLDOWN_LONG, format!("failed ({})", kind.as_str())))
+        }
+        BadRequest | TooLarge => None,
     }
 }
 
@@ -161,6 +204,7 @@ impl RetryPolicy {
             // too large" fail over.
             stop_on: KindSet::of(&[ServerError, Auth, NotFound, BadRequest]),
             preset: Preset::Laravel,
+            budget: None,
             ..Self::default()
         }
     }
@@ -177,6 +221,7 @@ impl RetryPolicy {
             max_retries_last: 3,
             backoff,
             preset: Preset::RubyLlm,
+            budget: None,
             ..Self::default()
         }
     }
@@ -186,6 +231,7 @@ impl RetryPolicy {
             max_retries: 2,
             max_retries_last: 2,
             preset: Preset::OpenAI,
+            budget: None,
             ..Self::default()
         }
     }

@@ -1,0 +1,216 @@
+//! What calls share: cooldowns and the retry budget, behind a trait (kept
+//! in process by default; a fleet-wide store implements the same trait).
+//!
+//! Times are wall-clock times of the call's clock (`Clock::wall`): a
+//! FakeSleeper's virtual time in tests, the system's otherwise, so a
+//! cooldown set by one call is seen by the next on the same timeline.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// How much retrying a provider may add to its traffic (Finagle's retry
+/// budget): same-provider retries within `window` may be at most `ratio` of
+/// the first attempts in it, plus a reserve of `min_retries_per_second ×
+/// window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryBudget {
+    pub ratio: f64,
+    pub min_retries_per_second: f64,
+    pub window: Duration,
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        Self {
+            ratio: 0.2,
+            min_retries_per_second: 10.0,
+            window: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A provider cooling down: until when, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cooling {
+    pub until: SystemTime,
+    pub reason: String,
+}
+
+/// The state calls share. Keys name a provider, model and call kind
+/// (`name`, `name/model`, `name:embeddings`).
+pub trait SharedState: Send + Sync + std::fmt::Debug {
+    /// The cooldown `key` is in at `now`, if any.
+    fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling>;
+    /// Cools `key` until `until` (a later cooldown already set stands).
+    fn cool(&self, key: &str, until: SystemTime, reason: &str);
+    /// How many times in a row `key` has been cooled for failing, since its
+    /// last success (the short cooldown doubles with it).
+    fn failures_in_a_row(&self, key: &str) -> u32;
+    /// A success: the cooldown ends, the count of failures too.
+    fn recover(&self, key: &str);
+    /// A first attempt to `key` at `now`, for the budget.
+    fn note_call(&self, key: &str, now: SystemTime, budget: &RetryBudget);
+    /// Whether a retry to `key` fits the budget at `now`; if it does, it is
+    /// counted.
+    fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool;
+    /// Every cooldown still running at `now`, by key.
+    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    cooling: Option<Cooling>,
+    failures: u32,
+    /// First attempts and retries in the budget's window, oldest first.
+    calls: VecDeque<SystemTime>,
+    retries: VecDeque<SystemTime>,
+}
+
+/// The in-process state: one per `Client`, behind a mutex held only for a
+/// lookup or an update.
+#[derive(Debug, Default)]
+pub struct LocalState {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+impl LocalState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, key: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        f(entries.entry(key.to_string()).or_default())
+    }
+}
+
+/// Drops the times older than `window` before `now`.
+fn prune(times: &mut VecDeque<SystemTime>, now: SystemTime, window: Duration) {
+    while times
+        .front()
+        .is_some_and(|&t| now.duration_since(t).unwrap_or_default() >= window)
+    {
+        times.pop_front();
+    }
+}
+
+impl SharedState for LocalState {
+    fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key)?.cooling.clone().filter(|c| c.until > now)
+    }
+
+    fn cool(&self, key: &str, until: SystemTime, reason: &str) {
+        self.with(key, |entry| {
+            entry.failures = entry.failures.saturating_add(1);
+            if entry.cooling.as_ref().is_some_and(|c| c.until >= until) {
+                return;
+            }
+            entry.cooling = Some(Cooling {
+                until,
+                reason: reason.to_string(),
+            });
+        });
+    }
+
+    fn failures_in_a_row(&self, key: &str) -> u32 {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key).map_or(0, |e| e.failures)
+    }
+
+    fn recover(&self, key: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = entries.get_mut(key) {
+            entry.cooling = None;
+            entry.failures = 0;
+        }
+    }
+
+    fn note_call(&self, key: &str, now: SystemTime, budget: &RetryBudget) {
+        self.with(key, |entry| {
+            prune(&mut entry.calls, now, budget.window);
+            entry.calls.push_back(now);
+        });
+    }
+
+    fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool {
+        self.with(key, |entry| {
+            prune(&mut entry.calls, now, budget.window);
+            prune(&mut entry.retries, now, budget.window);
+            let reserve = budget.min_retries_per_second * budget.window.as_secs_f64();
+            let allowed = budget.ratio * entry.calls.len() as f64 + reserve;
+            if (entry.retries.len() as f64) + 1.0 > allowed {
+                return false;
+            }
+            entry.retries.push_back(now);
+            true
+        })
+    }
+
+    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(String, Duration)> = entries
+            .iter()
+            .filter_map(|(key, entry)| {
+                let left = entry.cooling.as_ref()?.until.duration_since(now).ok()?;
+                (!left.is_zero()).then(|| (key.clone(), left))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs)
+    }
+
+    #[test]
+    fn cooldowns_end_at_their_time_or_on_success() {
+        let state = LocalState::new();
+        state.cool("a", at(60), "asked for 60s");
+        assert!(state.cooling("a", at(59)).is_some());
+        assert!(state.cooling("a", at(60)).is_none());
+        // A shorter cooldown does not cut a longer one short.
+        state.cool("a", at(10), "short");
+        assert_eq!(state.cooling("a", at(30)).unwrap().reason, "asked for 60s");
+        assert_eq!(state.failures_in_a_row("a"), 2);
+        assert_eq!(
+            state.cooldowns(at(30)),
+            vec![("a".to_string(), Duration::from_secs(30))]
+        );
+        state.recover("a");
+        assert!(state.cooling("a", at(30)).is_none());
+        assert_eq!(state.failures_in_a_row("a"), 0);
+    }
+
+    #[test]
+    fn the_budget_is_a_ratio_of_calls_plus_a_reserve() {
+        let state = LocalState::new();
+        let budget = RetryBudget {
+            ratio: 0.1,
+            min_retries_per_second: 0.5,
+            window: Duration::from_secs(10),
+        };
+        for _ in 0..100 {
+            state.note_call("p", at(0), &budget);
+        }
+        // 10% of 100 calls, plus 0.5/s x 10 s.
+        let granted = (0..100)
+            .filter(|_| state.spend_retry("p", at(1), &budget))
+            .count();
+        assert_eq!(granted, 15);
+        // The window moves on: the old calls and retries no longer count.
+        assert_eq!(
+            (0..100)
+                .filter(|_| state.spend_retry("p", at(20), &budget))
+                .count(),
+            5
+        );
+    }
+}
