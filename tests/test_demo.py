@@ -21,5 +21,6 @@ def test_demo_runs_every_scene():
     assert "claude: 200 overloaded; failing over to gpt" in out
     assert "chunks: 'Streamed ' 'from ' 'GPT.'" in out
     assert "[restart: discard 'A story that '] 'A whole ' 'story, ' 'from GPT.'" in out
-    assert "summary: 5/5 calls answered, 3 retries" in out
+    assert "claude skipped (cooling down for 300.0s more: it asked for 300s), gpt ok" in out
+    assert "summary: 6/6 calls answered, 3 retries" in out
     assert "fake sleeps" in out

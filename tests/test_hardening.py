@@ -143,8 +143,10 @@ def test_auth_and_not_found_fail_over_loudly_unless_stop_on_names_them(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "a returned" in warnings[0].getMessage(), caplog.records
     # Named in stop_on: the call ends at once, the backup is never called.
+    # (A new client: this one has "a" cooling down after its failure.)
     strict = failover.RetryPolicy(stop_on={"bad_request", "auth", "not_found"})
     mock_server.push(status, json={"error": {"message": "nope"}})
+    client = failover.Client({"a": openai(mock_server), "b": openai(backup_server)})
     with pytest.raises(cls):
         call(client, retry=strict)
     assert len(backup_server.requests) == 1
@@ -192,6 +194,7 @@ def test_presets_keep_their_peers_rules(mock_server, backup_server, call):
     assert failover.RetryPolicy.openai().stop_on == frozenset({"bad_request"})
     mock_server.push(404)
     backup_server.push_text("backup")
+    client = failover.Client({"a": openai(mock_server), "b": openai(backup_server)})
     assert call(client, retry=failover.RetryPolicy.openai()).provider == "b"
     assert len(mock_server.requests) == 2
 

@@ -766,6 +766,15 @@ def test_failures_inside_a_200_are_retried_not_answers(
     r = client.prompt("Hi")
     assert (r.provider, r.text) == ("backup", "whole answer")
     assert [(a.status, a.kind) for a in r.attempts] == [(503, "overloaded"), (200, None)]
+    # The first provider now cools down: its own recovery is another story.
+    assert "deepseek" in client.cooldowns()
+    client = failover.Client(
+        {
+            "deepseek": failover.DeepSeek("deepseek-chat", api_key=KEY, base_url=mock_server.url),
+            "backup": openai(backup_server),
+        },
+        retry=failover.RetryPolicy(max_retries=0),
+    )
     r = client.prompt("Hi")
     assert [(a.status, a.kind) for a in r.attempts] == [(502, "overloaded"), (200, None)]
 

@@ -29,7 +29,7 @@ from ._exceptions import (
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall, Usage
 from ._native import __version__
-from ._policy import Backoff, RetryPolicy
+from ._policy import Backoff, RetryBudget, RetryPolicy
 from ._providers import (
     XAI,
     Anthropic,
@@ -81,6 +81,7 @@ __all__ = [
     "ProviderTimeout",
     "RateLimited",
     "Response",
+    "RetryBudget",
     "RetryPolicy",
     "RetryScheduled",
     "ServerError",

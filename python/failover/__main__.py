@@ -92,17 +92,23 @@ def demo(fake_sleep: bool = False) -> int:
         elif isinstance(event, CallFailed):
             print(f"  {stamp()}  call failed: {event.error}")
 
-    client = Client(
-        {
-            "claude": Anthropic(model="claude-haiku-4-5", api_key="demo", base_url=claude.url),
-            "gpt": OpenAI(model="gpt-4.1-mini", api_key="demo", base_url=gpt.url),
-            "local": OpenAICompatible(model="llama-3.1-8b", base_url=local.url),
-        },
-        timeout=5.0,
-        sleeper=FakeSleeper() if fake_sleep else None,
-        deadline=20.0,
-        on_event=on_event,
-    )
+    sleeper = FakeSleeper() if fake_sleep else None
+
+    def new_client() -> Client:
+        return Client(
+            {
+                "claude": Anthropic(model="claude-haiku-4-5", api_key="demo", base_url=claude.url),
+                "gpt": OpenAI(model="gpt-4.1-mini", api_key="demo", base_url=gpt.url),
+                "local": OpenAICompatible(model="llama-3.1-8b", base_url=local.url),
+            },
+            timeout=5.0,
+            sleeper=sleeper,
+            deadline=20.0,
+            on_event=on_event,
+        )
+
+    # A client remembers cooldowns across calls: scenes that start afresh get a new one.
+    current = {"client": new_client()}
 
     def short_rate_limit() -> None:
         claude.push(429, headers={"retry-after": "1"}, json=_RATE_LIMIT)
@@ -137,13 +143,16 @@ def demo(fake_sleep: bool = False) -> int:
         claude.push(529, json=_OVERLOADED)
         gpt.push(sse=[_chunk(w) for w in ("A whole ", "story, ", "from GPT.")] + [_STOP])
 
+    def skipped_while_cooling() -> None:
+        gpt.push_text("Hello from GPT; Claude was not even asked.")
+
     def prompt() -> Any:
-        return client.prompt("Say hello")
+        return current["client"].prompt("Say hello")
 
     def stream(on_interrupt: str = "raise") -> Callable[[], Any]:
         def run() -> Any:
             shown = []
-            with client.stream("Tell me a story", on_interrupt=on_interrupt) as s:
+            with current["client"].stream("Tell me a story", on_interrupt=on_interrupt) as s:
                 for chunk in s:
                     if chunk.kind == "restart":
                         shown.append(f"[restart: discard {chunk.discarded!r}]")
@@ -154,31 +163,53 @@ def demo(fake_sleep: bool = False) -> int:
 
         return run
 
-    scenes: list[tuple[str, Callable[[], None], Callable[[], Any]]] = [
-        ("1. A short rate limit is waited out on the same provider", short_rate_limit, prompt),
-        ("2. A long Retry-After fails over at once (no 5-minute sleep)", long_retry_after, prompt),
+    # (title, script, call, whether the scene starts with a new client)
+    scenes: list[tuple[str, Callable[[], None], Callable[[], Any], bool]] = [
         (
-            "3. An outage: Claude overloaded, GPT's connection drops, the local model answers",
+            "1. A short rate limit is waited out on the same provider",
+            short_rate_limit,
+            prompt,
+            False,
+        ),
+        (
+            "2. A long Retry-After fails over at once (no 5-minute sleep)",
+            long_retry_after,
+            prompt,
+            False,
+        ),
+        (
+            "3. The next call skips Claude, which asked for 300 s of quiet",
+            skipped_while_cooling,
+            prompt,
+            False,
+        ),
+        (
+            "4. An outage: Claude overloaded, GPT's connection drops, the local model answers",
             outage,
             prompt,
+            True,
         ),
         (
-            "4. A stream: Claude's overloaded_error inside its 200, before any text, fails over",
+            "5. A stream: Claude's overloaded_error inside its 200, before any text, fails over",
             stream_overloaded,
             stream(),
+            True,
         ),
         (
-            "5. A stream cut after its first words; Claude's retry is overloaded; GPT restarts "
+            "6. A stream cut after its first words; Claude's retry is overloaded; GPT restarts "
             "it (on_interrupt='restart')",
             stream_cut,
             stream("restart"),
+            True,
         ),
     ]
     answered = 0
     kind = "fake sleeps" if fake_sleep else "real sleeps"
     print(f"failover demo: three providers on 127.0.0.1, {kind}\n")
-    for title, script, call in scenes:
+    for title, script, call, fresh in scenes:
         print(title)
+        if fresh:
+            current["client"] = new_client()
         script()
         call_start = time.perf_counter()
         try:
@@ -201,6 +232,8 @@ def demo(fake_sleep: bool = False) -> int:
 
 
 def _attempt(a: Any) -> str:
+    if a.skipped is not None:
+        return f"{a.provider} skipped ({a.skipped})"
     outcome = "ok" if a.kind is None else f"{a.status or '-'} {a.kind}"
     return f"{a.provider} {outcome}"
 

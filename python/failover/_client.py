@@ -168,6 +168,55 @@ def _extra_options(
     args.headers = list(checked.items()) if checked else None
 
 
+class _Unset:
+    """An option left out (where ``None`` means something)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _check_sleeper(sleeper: object) -> None:
+    if sleeper is not None and not callable(sleeper):
+        raise ConfigurationError("sleeper must be None, a FakeSleeper or a callable")
+    if sleeper is not None and not hasattr(sleeper, "_native_clock") and not accepts(sleeper, 1):
+        raise ConfigurationError(
+            f"sleeper must take the seconds to sleep as its one argument, got {sleeper!r}"
+        )
+
+
+def _check_on_event(on_event: object) -> None:
+    if on_event is None:
+        return
+    if not callable(on_event):
+        raise ConfigurationError(f"on_event must be a callable taking one event, got {on_event!r}")
+    if not accepts(on_event, 1):
+        raise ConfigurationError(
+            f"on_event must take the event as its one argument, got {on_event!r}"
+        )
+    if is_async_callable(on_event):
+        raise ConfigurationError(
+            "on_event must be a plain function: it is called, never awaited "
+            "(from an async hook, schedule the work with loop.create_task)"
+        )
+
+
+def _idempotency_key(key: object) -> Optional[str]:
+    """``idempotency_key=``: a header value HTTP can carry."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key.strip():
+        raise ConfigurationError(f"idempotency_key must be a non-empty str, got {key!r}")
+    problem = _native.check_header("Idempotency-Key", key)
+    if problem is not None:
+        raise ConfigurationError(f"idempotency_key: {problem}")
+    return key
+
+
 def _restart(on_interrupt: object) -> bool:
     """``on_interrupt=``: ``"raise"`` (the default) or ``"restart"``."""
     if on_interrupt not in ("raise", "restart"):
@@ -241,29 +290,8 @@ class Client:
                 )
         if not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
-        if sleeper is not None and not callable(sleeper):
-            raise ConfigurationError("sleeper must be None, a FakeSleeper or a callable")
-        if (
-            sleeper is not None
-            and not hasattr(sleeper, "_native_clock")
-            and not accepts(sleeper, 1)
-        ):
-            raise ConfigurationError(
-                f"sleeper must take the seconds to sleep as its one argument, got {sleeper!r}"
-            )
-        if on_event is not None and not callable(on_event):
-            raise ConfigurationError(
-                f"on_event must be a callable taking one event, got {on_event!r}"
-            )
-        if on_event is not None and not accepts(on_event, 1):
-            raise ConfigurationError(
-                f"on_event must take the event as its one argument, got {on_event!r}"
-            )
-        if on_event is not None and is_async_callable(on_event):
-            raise ConfigurationError(
-                "on_event must be a plain function: it is called, never awaited "
-                "(from an async hook, schedule the work with loop.create_task)"
-            )
+        _check_sleeper(sleeper)
+        _check_on_event(on_event)
         if not isinstance(http2, bool):
             raise ConfigurationError(f"http2 must be True or False, got {http2!r}")
         if max_idle_connections is not None:
@@ -292,6 +320,10 @@ class Client:
         self._native = _native.NativeClient(
             providers=specs, transport=transport, emit=_emitter(on_event)
         )
+        #: The on_event of a client made by with_options(); None: the native one's.
+        self._emit: Any = None
+        #: Whether close() closes the pool (a with_options() client shares it).
+        self._owns_pool = True
 
     def __repr__(self) -> str:
         chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._providers.items())
@@ -316,8 +348,55 @@ class Client:
 
     def close(self) -> None:
         """Releases the connection pool. Calls in flight finish; a later call
-        raises ``FailoverError``. Closing twice is harmless."""
-        self._native.close()
+        raises ``FailoverError``. Closing twice is harmless. A client made by
+        ``with_options()`` shares its original's pool: closing it closes
+        nothing shared."""
+        if self._owns_pool:
+            self._native.close()
+
+    def with_options(
+        self,
+        *,
+        timeout: Optional[float] = None,
+        deadline: Union[float, _Unset, None] = _UNSET,
+        retry: Optional[RetryPolicy] = None,
+        sleeper: Union[Sleeper, _Unset, None] = _UNSET,
+        on_event: Union[EventHook, _Unset, None] = _UNSET,
+    ) -> Client:
+        """A client with other defaults that shares this one's providers,
+        connection pool, cooldowns and retry budget. ``deadline=None`` and
+        ``sleeper=None``/``on_event=None`` mean none; leave an option out to
+        keep this client's."""
+        other = Client.__new__(Client)
+        other.__dict__.update(self.__dict__)
+        other._owns_pool = False
+        if timeout is not None:
+            other._timeout = seconds("timeout", timeout, positive=True)
+        if not isinstance(deadline, _Unset):
+            other._deadline = (
+                None if deadline is None else seconds("deadline", deadline, positive=True)
+            )
+        if retry is not None:
+            if not isinstance(retry, RetryPolicy):
+                raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
+            other._retry = retry
+        if not isinstance(sleeper, _Unset):
+            _check_sleeper(sleeper)
+            other._sleeper = sleeper
+        if not isinstance(on_event, _Unset):
+            _check_on_event(on_event)
+            other._emit = _emitter(on_event)
+        return other
+
+    def cooldowns(self) -> dict[str, float]:
+        """The providers cooling down, with the seconds each has left: keys
+        are provider names (``name/model`` for a call's own ``model=``,
+        ``name:embeddings`` for embeddings). Time is the sleeper's: a
+        FakeSleeper's virtual clock in tests."""
+        sleeper = self._sleeper if self._sleeper is not None else _sleep.active
+        clock = getattr(sleeper, "_native_clock", None)
+        now = clock.time() if clock is not None else None
+        return dict(self._native.cooldowns(now))
 
     def __enter__(self) -> Client:
         return self
@@ -340,9 +419,10 @@ class Client:
         deadline: Optional[float],
         retry: Optional[RetryPolicy],
         is_async: bool,
+        idempotency_key: Optional[str] = None,
     ) -> None:
         """What every call has, checked: the chain, the model, the policy,
-        the sleeper and the times."""
+        the sleeper, the times and the idempotency key."""
         if provider is None:
             chain = list(range(len(self._names)))
         else:
@@ -396,6 +476,8 @@ class Client:
         args.deadline = self._deadline if deadline is None else deadline
         args.sleeper = sleeper
         args.model = model
+        args.idempotency_key = _idempotency_key(idempotency_key)
+        args.emit = self._emit
 
     def _call_args(
         self,
@@ -416,13 +498,16 @@ class Client:
         seed: Optional[int],
         headers: Optional[Mapping[str, str]],
         is_async: bool,
+        idempotency_key: Optional[str] = None,
     ) -> CallArgs:
         if max_tokens is not None:
             max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
         if temperature is not None:
             temperature = number("temperature", temperature, low=0.0, high=100.0)
         args = CallArgs()
-        self._common_args(args, provider, model, timeout, deadline, retry, is_async)
+        self._common_args(
+            args, provider, model, timeout, deadline, retry, is_async, idempotency_key
+        )
         chain = args.chain
         args.messages = _messages(prompt)
         args.system = system
@@ -464,6 +549,7 @@ class Client:
         top_p: Optional[float] = None,
         seed: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
@@ -489,6 +575,7 @@ class Client:
             seed,
             headers,
             is_async=False,
+            idempotency_key=idempotency_key,
         )
         return Response(self._native.prompt(args))
 
@@ -511,6 +598,7 @@ class Client:
         top_p: Optional[float] = None,
         seed: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
@@ -532,6 +620,7 @@ class Client:
             seed,
             headers,
             is_async=True,
+            idempotency_key=idempotency_key,
         )
         _quiesce_at_exit()
         return Response(await self._native.prompt_async(args))
@@ -555,6 +644,7 @@ class Client:
         top_p: Optional[float] = None,
         seed: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
         on_interrupt: str = "raise",
     ) -> Stream:
         """Streams the answer: iterate the ``Stream`` for ``Chunk``s, then read
@@ -586,6 +676,7 @@ class Client:
             seed,
             headers,
             is_async=False,
+            idempotency_key=idempotency_key,
         )
         return Stream(self._native.stream(args, _restart(on_interrupt)))
 
@@ -608,6 +699,7 @@ class Client:
         top_p: Optional[float] = None,
         seed: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
         on_interrupt: str = "raise",
     ) -> AsyncStream:
         """``stream()`` for asyncio: ``async for chunk in client.stream_async(...)``.
@@ -631,6 +723,7 @@ class Client:
             seed,
             headers,
             is_async=True,
+            idempotency_key=idempotency_key,
         )
         restart = _restart(on_interrupt)
         _quiesce_at_exit()
@@ -656,6 +749,7 @@ class Client:
         retry: Optional[RetryPolicy],
         headers: Optional[Mapping[str, str]],
         is_async: bool,
+        idempotency_key: Optional[str] = None,
     ) -> EmbedArgs:
         if isinstance(texts, str):
             texts = [texts]
@@ -673,7 +767,9 @@ class Client:
         if dimensions is not None:
             dimensions = count("dimensions", dimensions, minimum=1, maximum=2**31 - 1)
         args = EmbedArgs()
-        self._common_args(args, provider, model, timeout, deadline, retry, is_async)
+        self._common_args(
+            args, provider, model, timeout, deadline, retry, is_async, idempotency_key
+        )
         args.texts = list(texts)
         args.dimensions = dimensions
         checked = _checked_headers("headers=", headers)
@@ -694,6 +790,7 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Embeddings:
         """Embeds a text or a list of texts: one vector per text, in order.
 
@@ -705,7 +802,16 @@ class Client:
         answered.
         """
         args = self._embed_args(
-            texts, provider, model, dimensions, timeout, deadline, retry, headers, False
+            texts,
+            provider,
+            model,
+            dimensions,
+            timeout,
+            deadline,
+            retry,
+            headers,
+            False,
+            idempotency_key,
         )
         return Embeddings(self._native.embed(args))
 
@@ -720,11 +826,21 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         headers: Optional[Mapping[str, str]] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Embeddings:
         """``embed()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
         args = self._embed_args(
-            texts, provider, model, dimensions, timeout, deadline, retry, headers, True
+            texts,
+            provider,
+            model,
+            dimensions,
+            timeout,
+            deadline,
+            retry,
+            headers,
+            True,
+            idempotency_key,
         )
         _quiesce_at_exit()
         return Embeddings(await self._native.embed_async(args))

@@ -68,6 +68,33 @@ class Backoff(Record):
         )
 
 
+class RetryBudget(Record):
+    """How much retrying may add to a provider's traffic (Finagle's retry budget).
+
+    Same-provider retries in the last ``window`` seconds may be at most
+    ``ratio`` of the calls (first attempts) to that provider in it, plus a
+    reserve of ``min_retries_per_second * window`` retries. A spent budget
+    means no retry: the call fails over (or raises), and ``.attempts``
+    records the refused retry. Kept per provider, in the client.
+    """
+
+    __slots__ = ("ratio", "min_retries_per_second", "window")
+    ratio: float
+    min_retries_per_second: float
+    window: float
+
+    def __init__(
+        self, ratio: float = 0.2, min_retries_per_second: float = 10.0, window: float = 10.0
+    ) -> None:
+        self._init(
+            ratio=number("ratio", ratio, low=0.0, high=1000.0),
+            min_retries_per_second=number(
+                "min_retries_per_second", min_retries_per_second, low=0.0, high=1e9
+            ),
+            window=seconds("window", window, positive=True),
+        )
+
+
 class RetryPolicy(Record):
     """When to wait and retry the same provider, and when to fail over.
 
@@ -83,6 +110,7 @@ class RetryPolicy(Record):
         "max_retry_after_last",
         "backoff",
         "stop_on",
+        "budget",
         "_preset",
         "_max_interval",
         "_native_policy",
@@ -94,6 +122,8 @@ class RetryPolicy(Record):
     backoff: Backoff
     stop_on: frozenset[str]
     """The error kinds that end a call at once: no retry, no failover."""
+    budget: Optional[RetryBudget]
+    """The retry budget; ``None``: retries are limited only per call."""
     _preset: str
     _max_interval: Optional[float]
     _native_policy: _native.NativePolicy
@@ -106,9 +136,12 @@ class RetryPolicy(Record):
         max_retry_after_last: float = 60.0,
         backoff: Optional[Backoff] = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
+        budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
+        if budget is not None and not isinstance(budget, RetryBudget):
+            raise ConfigurationError(f"budget must be a RetryBudget or None, got {budget!r}")
         self._init(
             max_retries=count("max_retries", max_retries),
             max_retries_last=count("max_retries_last", max_retries_last),
@@ -116,6 +149,7 @@ class RetryPolicy(Record):
             max_retry_after_last=seconds("max_retry_after_last", max_retry_after_last),
             backoff=backoff if backoff is not None else Backoff(),
             stop_on=_stop_on(stop_on),
+            budget=budget,
         )
         self._finish("default", None)
 
@@ -135,6 +169,9 @@ class RetryPolicy(Record):
             backoff_jitter=b.jitter,
             max_interval=max_interval,
             stop_on=sorted(self.stop_on),
+            budget=None
+            if self.budget is None
+            else (self.budget.ratio, self.budget.min_retries_per_second, self.budget.window),
         )
         self._init(
             _preset=preset,
@@ -147,13 +184,14 @@ class RetryPolicy(Record):
     def _make_preset(cls, name: str, max_interval: Optional[float] = None) -> RetryPolicy:
         """A preset, showing the numbers it really uses (the engine holds the
         same ones; presets are exact reproductions, not tunable)."""
+        # Presets have no retry budget: the clients they reproduce have none.
         if name == "laravel":
-            policy = cls(1, 1, 10.0, 10.0)
+            policy = cls(1, 1, 10.0, 10.0, budget=None)
         elif name == "openai":
-            policy = cls(2, 2, 120.0, 120.0, Backoff(0.5, 2.0, 8.0, 0.25))
+            policy = cls(2, 2, 120.0, 120.0, Backoff(0.5, 2.0, 8.0, 0.25), budget=None)
         else:  # ruby_llm: faraday-retry's max_interval bounds header waits and backoff
             bound = MAX_SECONDS if max_interval is None else max_interval
-            policy = cls(3, 3, bound, bound, Backoff(0.1, 2.0, bound, 0.5))
+            policy = cls(3, 3, bound, bound, Backoff(0.1, 2.0, bound, 0.5), budget=None)
         policy._finish(name, max_interval)
         return policy
 
@@ -183,6 +221,25 @@ class RetryPolicy(Record):
     def _native(self) -> _native.NativePolicy:
         return self._native_policy
 
+    def worst_case(self, timeout: float, providers: int = 1) -> float:
+        """The longest a non-streaming call can take under this policy with no
+        deadline, in seconds: every attempt timing out after ``timeout``, every
+        retry's wait the longest allowed, across ``providers`` providers. A
+        ``deadline=`` bounds it whatever this says; ``math.inf`` when a wait is
+        unbounded (``RetryPolicy.ruby_llm()``)."""
+        timeout = seconds("timeout", timeout)
+        providers = count("providers", providers, minimum=1)
+        total = 0.0
+        for index in range(providers):
+            last = index == providers - 1
+            retries = self.max_retries_last if last else self.max_retries
+            cap = self.max_retry_after_last if last else self.max_retry_after
+            wait = max(cap, self.backoff.max)
+            if retries and wait >= MAX_SECONDS:
+                return float("inf")
+            total += (retries + 1) * timeout + retries * wait
+        return total
+
     def __repr__(self) -> str:
         if self._preset == "ruby_llm":
             return f"RetryPolicy.ruby_llm(max_interval={self._max_interval!r})"
@@ -193,7 +250,7 @@ class RetryPolicy(Record):
             f"max_retries_last={self.max_retries_last}, "
             f"max_retry_after={self.max_retry_after}, "
             f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r}, "
-            f"stop_on={_set_repr(self.stop_on)})"
+            f"stop_on={_set_repr(self.stop_on)}, budget={self.budget!r})"
         )
 
     def _args(self) -> tuple[Any, ...]:
@@ -205,6 +262,7 @@ class RetryPolicy(Record):
             self.max_retry_after_last,
             self.backoff,
             self.stop_on,
+            self.budget,
         )
 
     def _key(self) -> tuple[Any, ...]:

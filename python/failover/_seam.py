@@ -109,7 +109,9 @@ class CallArgs:
     __slots__ = (
         "chain",
         "deadline",
+        "emit",
         "headers",
+        "idempotency_key",
         "max_tokens",
         "messages",
         "model",
@@ -143,6 +145,8 @@ class CallArgs:
     top_p: float | None
     seed: int | None
     headers: list[tuple[str, str]] | None
+    idempotency_key: str | None
+    emit: Any
 
 
 class EmbedArgs:
@@ -152,7 +156,9 @@ class EmbedArgs:
         "chain",
         "deadline",
         "dimensions",
+        "emit",
         "headers",
+        "idempotency_key",
         "model",
         "policy",
         "sleeper",
@@ -169,3 +175,5 @@ class EmbedArgs:
     model: str | None
     dimensions: int | None
     headers: list[tuple[str, str]] | None
+    idempotency_key: str | None
+    emit: Any

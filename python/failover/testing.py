@@ -49,6 +49,18 @@ class FakeSleeper:
     def __call__(self, seconds: float) -> None:
         self._native_clock.sleep(seconds)
 
+    def advance(self, seconds: float) -> None:
+        """Moves the virtual clock by ``seconds`` without recording a sleep:
+        time passing between calls (a cooldown running out, a budget's window
+        moving on)."""
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (0 <= seconds < float("inf"))
+        ):
+            raise ValueError(f"advance() takes a finite number of seconds >= 0, got {seconds!r}")
+        self._native_clock.advance(float(seconds))
+
     def clear(self) -> None:
         """Forgets the sleeps recorded so far (the clock keeps its time)."""
         self._native_clock.clear()

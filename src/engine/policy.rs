@@ -115,7 +115,7 @@ pub fn cooldown(
 ) -> Option<(Duration, String)> {
     use ErrorKind::*;
     if let Some(hint) = hint.filter(|h| !h.is_zero()) {
-        let why = format!("asked for {:.3}s", hint.as_secs_f64());
+        let why = format!("it asked for {}s", hint.as_secs_f64());
         return Some((hint, why));
     }
     match kind {

@@ -481,6 +481,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         request_id: None,
         raw: String::new(),
         status: 200,
+        headers: crate::engine::Headers::new(),
     })
 }
 

@@ -494,6 +494,7 @@ fn answer(
         request_id: None,
         raw: String::new(),
         status: 200,
+        headers: crate::engine::Headers::new(),
     }
 }
 
@@ -540,6 +541,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         usage: Usage::default(),
         request_id: None,
         status: 200,
+        headers: crate::engine::Headers::new(),
     })
 }
 

@@ -135,6 +135,8 @@ pub struct ChatResponse {
     /// The response body as received (valid UTF-8 JSON).
     pub raw: String,
     pub status: u16,
+    /// The response headers (rate-limit headroom is read from them).
+    pub headers: Headers,
 }
 
 impl crate::engine::Answer for ChatResponse {
@@ -164,6 +166,7 @@ pub struct EmbedResponse {
     pub usage: Usage,
     pub request_id: Option<String>,
     pub status: u16,
+    pub headers: Headers,
 }
 
 /// What one call asks of a provider.
@@ -194,6 +197,15 @@ impl crate::engine::Answer for Reply {
             Self::Embed(embed) => embed.status,
             Self::Stream(stream) => crate::engine::Answer::status(stream.as_ref()),
         }
+    }
+
+    fn exhausted_for(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
+        let headers = match self {
+            Self::Chat(chat) => &chat.headers,
+            Self::Embed(embed) => &embed.headers,
+            Self::Stream(stream) => stream.live.headers(),
+        };
+        crate::engine::hints::exhausted_reset(headers, now)
     }
 }
 
@@ -519,6 +531,7 @@ pub fn parse_response(
         Ok(mut chat) => {
             chat.request_id = answer.request_id;
             chat.status = answer.response.status;
+            chat.headers = answer.response.headers;
             // from_slice succeeded, so the body is valid UTF-8.
             chat.raw = String::from_utf8(answer.response.body).unwrap_or_default();
             Ok(chat)
@@ -562,6 +575,7 @@ pub fn parse_embed_response(
             }
             embed.request_id = answer.request_id;
             embed.status = answer.response.status;
+            embed.headers = answer.response.headers;
             Ok(embed)
         }
         Err(why) => Err(malformed(provider, sent, answer, why)),

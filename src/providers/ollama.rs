@@ -163,6 +163,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         request_id: None,
         raw: String::new(),
         status: 200,
+        headers: crate::engine::Headers::new(),
     })
 }
 
@@ -243,6 +244,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         },
         request_id: None,
         status: 200,
+        headers: crate::engine::Headers::new(),
     })
 }
 

@@ -337,6 +337,11 @@ impl LiveStream {
         }
     }
 
+    /// The response headers.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
     /// Closes the connection: nothing more is read.
     pub fn close(&mut self) {
         self.body = None;

@@ -20,7 +20,9 @@ use super::seam::{
 };
 use super::stream::NativeStream;
 use crate::conversation;
-use crate::engine::{self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy};
+use crate::engine::{
+    self, CallSpec, ErrorKind, Event, Failure, LocalState, ProviderSlot, RetryPolicy, SharedState,
+};
 use crate::http::{HttpRequest, ReqwestTransport};
 use crate::providers::{self, ChatRequest, EmbedRequest, Job, ProviderConfig, Reply, Wire};
 
@@ -56,6 +58,8 @@ pub(super) struct Inner {
     proxy_secrets: Vec<String>,
     /// `failover._events._emitter(on_event)`.
     emit: Py<PyAny>,
+    /// What calls share: cooldowns, the retry budget.
+    state: Arc<dyn SharedState>,
 }
 
 #[pyclass(frozen, module = "failover._native")]
@@ -74,6 +78,8 @@ pub(super) struct Call {
     pub(super) clock: CallClock,
     pub(super) events: EventTarget,
     pub(super) interrupt: Interrupt,
+    /// The caller's idempotency key, sent to every provider.
+    pub(super) idempotency_key: Option<String>,
     /// Resolves when Python code run by the call (a sleeper, a hook, a key
     /// callable) raised something that must end it.
     pub(super) interrupted: oneshot::Receiver<PyErr>,
@@ -159,6 +165,7 @@ impl NativeClient {
                 transport: RwLock::new(Some(transport)),
                 proxy_secrets,
                 emit,
+                state: Arc::new(LocalState::new()),
             }),
         })
     }
@@ -229,6 +236,28 @@ impl NativeClient {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.embed_call(py, args, Some(locals.clone()))?;
         self.run_async(py, locals, call)
+    }
+
+    /// The providers cooling down, `(key, seconds left)`, at `now` (Unix
+    /// seconds of the client's sleeper clock; `None`: the system clock).
+    #[pyo3(signature = (now=None))]
+    fn cooldowns(&self, now: Option<f64>) -> PyResult<Vec<(String, f64)>> {
+        let now = match now {
+            Some(secs) => {
+                std::time::UNIX_EPOCH
+                    + engine::hints::secs(secs).ok_or_else(|| {
+                        configuration_error("now must be Unix seconds (a finite number >= 0)")
+                    })?
+            }
+            None => std::time::SystemTime::now(),
+        };
+        Ok(self
+            .inner
+            .state
+            .cooldowns(now)
+            .into_iter()
+            .map(|(key, left)| (key, left.as_secs_f64()))
+            .collect())
     }
 
     /// Releases the connection pool. Calls in flight finish; later calls
@@ -330,6 +359,8 @@ impl NativeClient {
             model: text_arg("model", args.model.as_ref())?,
         };
         let common = CommonArgs {
+            idempotency_key: args.idempotency_key,
+            emit: args.emit,
             chain: args.chain,
             policy: &args.policy.policy,
             timeout: args.timeout,
@@ -368,6 +399,8 @@ impl NativeClient {
             )));
         }
         let common = CommonArgs {
+            idempotency_key: args.idempotency_key,
+            emit: args.emit,
             chain: args.chain,
             policy: &args.policy.policy,
             timeout: args.timeout,
@@ -394,15 +427,22 @@ impl NativeClient {
             deadline: optional_seconds("deadline", args.deadline)?,
             transport,
             clock: CallClock::from_sleeper(args.sleeper, locals.as_ref(), &interrupt)?,
-            events: EventTarget::new(self.inner.emit.clone_ref(py), locals, interrupt.clone()),
+            events: EventTarget::new(
+                args.emit.unwrap_or_else(|| self.inner.emit.clone_ref(py)),
+                locals,
+                interrupt.clone(),
+            ),
             interrupt,
             interrupted,
+            idempotency_key: args.idempotency_key,
         })
     }
 }
 
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
+    idempotency_key: Option<String>,
+    emit: Option<Py<PyAny>>,
     chain: Vec<usize>,
     policy: &'a RetryPolicy,
     timeout: f64,
@@ -531,6 +571,19 @@ pub(super) fn used_configs<'a>(
         .collect()
 }
 
+/// A provider's key in the shared state: its name, with the model when a
+/// call names another (a typo cools only that model), and the call kind
+/// (an embeddings 404 never stops chat).
+fn state_key(config: &ProviderConfig, job: &Job) -> String {
+    match job {
+        Job::Embed(_) => format!("{}:embeddings", config.name),
+        Job::Chat(request) | Job::Stream(request) => match &request.model {
+            Some(model) if *model != config.model => format!("{}/{model}", config.name),
+            _ => config.name.clone(),
+        },
+    }
+}
+
 /// One prompt or embeddings call: the engine, then its answer or error as
 /// Python objects.
 async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
@@ -607,11 +660,18 @@ pub(super) async fn run_engine(
         .iter()
         .map(|c| providers::unable_for(c, job))
         .collect();
+    let state_keys: Vec<String> = call
+        .chain
+        .iter()
+        .map(|&i| state_key(&inner.providers[i], job))
+        .collect();
     let slots: Vec<ProviderSlot> = configs
         .iter()
         .zip(&unable)
-        .map(|(c, why)| ProviderSlot {
+        .zip(&state_keys)
+        .map(|((c, why), key)| ProviderSlot {
             overloaded_statuses: &c.overloaded_statuses,
+            state_key: key,
             unable: why.as_deref(),
         })
         .collect();
@@ -622,6 +682,7 @@ pub(super) async fn run_engine(
         policy: &call.policy,
         attempt_timeout,
         deadline: call.deadline,
+        state: Some(&*inner.state),
     };
     let events = &call.events;
     let mut on_event =
@@ -632,6 +693,15 @@ pub(super) async fn run_engine(
     // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
+    // One idempotency key per call and provider, the same on every retry to
+    // it (the caller's, when given), and the attempt's number among them.
+    let idempotency_keys: Vec<String> = (0..configs.len())
+        .map(|i| match &call.idempotency_key {
+            Some(key) => key.clone(),
+            None => format!("failover-{call_id}-{i}"),
+        })
+        .collect();
+    let mut tries = vec![0u32; configs.len()];
     let run = engine::run_from(
         &spec,
         resume,
@@ -652,13 +722,21 @@ pub(super) async fn run_engine(
                 }
             });
             let sent = match source {
-                KeySource::Fixed => Ok(std::borrow::Cow::Borrowed(built)),
+                KeySource::Fixed => Ok(built.clone()),
                 KeySource::Callable(callable) => {
-                    callable_key(provider, callable, &built.secrets, interrupt).map(|key| {
-                        std::borrow::Cow::Owned(providers::authorize(provider, built, Some(&key)))
-                    })
+                    callable_key(provider, callable, &built.secrets, interrupt)
+                        .map(|key| providers::authorize(provider, built, Some(&key)))
                 }
             };
+            let retry_count = tries[index];
+            tries[index] += 1;
+            let sent = sent.map(|mut sent| {
+                sent.headers
+                    .push(("idempotency-key".into(), idempotency_keys[index].clone()));
+                sent.headers
+                    .push(("x-retry-count".into(), retry_count.to_string()));
+                sent
+            });
             async move {
                 let sent = match sent {
                     Ok(sent) => sent,

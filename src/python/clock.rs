@@ -57,6 +57,12 @@ impl VirtualClock {
     fn clear(&self) {
         self.clock.clear();
     }
+
+    /// Moves the clock without recording a sleep (time passing between calls).
+    fn advance(&self, seconds: f64) {
+        let duration = crate::engine::hints::secs(seconds).unwrap_or(Duration::ZERO);
+        self.clock.advance(duration);
+    }
 }
 
 /// A Python callable as the sleeper: `sleeper(seconds)`; on async calls an

@@ -10,7 +10,7 @@ use pyo3::types::{PyBool, PyList, PyString};
 
 use super::errors::{configuration_error, seconds};
 use crate::engine::policy::{Backoff, Preset};
-use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryPolicy};
+use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
 use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig};
 
@@ -109,6 +109,10 @@ pub struct CallArgs<'py> {
     pub seed: Option<i64>,
     /// Extra request headers for this call, checked by Python.
     pub headers: Option<Vec<(String, String)>>,
+    /// The caller's `Idempotency-Key`, sent to every provider.
+    pub idempotency_key: Option<String>,
+    /// The events emitter of a `with_options()` client; `None`: the client's.
+    pub emit: Option<Py<PyAny>>,
 }
 
 /// One embeddings call's arguments (`failover._seam.EmbedArgs`).
@@ -124,6 +128,8 @@ pub struct EmbedArgs<'py> {
     pub model: Option<Bound<'py, PyAny>>,
     pub dimensions: Option<u64>,
     pub headers: Option<Vec<(String, String)>>,
+    pub idempotency_key: Option<String>,
+    pub emit: Option<Py<PyAny>>,
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
@@ -137,7 +143,8 @@ impl NativePolicy {
     #[new]
     #[pyo3(signature = (
         *, preset, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
-        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, max_interval, stop_on
+        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, max_interval, stop_on,
+        budget
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -152,6 +159,7 @@ impl NativePolicy {
         backoff_jitter: f64,
         max_interval: Option<f64>,
         stop_on: Vec<String>,
+        budget: Option<(f64, f64, f64)>,
     ) -> PyResult<Self> {
         let max_interval = max_interval
             .map(|v| seconds("max_interval", v))
@@ -193,6 +201,15 @@ impl NativePolicy {
                 },
                 stop_on,
                 preset: Preset::Default,
+                budget: budget
+                    .map(|(ratio, min_retries_per_second, window)| {
+                        Ok::<_, PyErr>(RetryBudget {
+                            ratio,
+                            min_retries_per_second,
+                            window: seconds("window", window)?,
+                        })
+                    })
+                    .transpose()?,
             },
         })
     }

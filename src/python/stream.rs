@@ -257,6 +257,7 @@ impl Driver {
             return Ok(());
         };
         let provider_data = live.stream.provider_data();
+        let headers = live.stream.headers().clone();
         let acc = live.stream.acc;
         let chat = ChatResponse {
             text: acc.text,
@@ -268,6 +269,7 @@ impl Driver {
             request_id: live.stream.request_id.clone(),
             raw: "null".to_string(),
             status: 200,
+            headers,
         };
         let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
         let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
