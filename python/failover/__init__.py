@@ -42,6 +42,7 @@ from ._providers import (
     OpenAI,
     OpenAICompatible,
     OpenRouter,
+    Pool,
     Provider,
 )
 from ._stream import AsyncStream, Chunk, Stream
@@ -74,6 +75,7 @@ __all__ = [
     "OpenAI",
     "OpenAICompatible",
     "OpenRouter",
+    "Pool",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -11,7 +12,7 @@ from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
-from ._providers import Provider, _checked_headers, _display_url, _url_problem
+from ._providers import Pool, Provider, _checked_headers, _display_url, _url_problem
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stream import AsyncStream, Stream
 
@@ -168,6 +169,18 @@ def _extra_options(
     args.headers = list(checked.items()) if checked else None
 
 
+class _Entry:
+    """A chain entry: one provider, or a pool's members and its strategy."""
+
+    __slots__ = ("indexes", "strategy", "turns")
+
+    def __init__(self, indexes: list[int], strategy: Optional[str]) -> None:
+        self.indexes = indexes
+        self.strategy = strategy
+        # next() on a count is atomic under the GIL: threads share the rotation.
+        self.turns = itertools.count()
+
+
 class _Unset:
     """An option left out (where ``None`` means something)."""
 
@@ -261,7 +274,7 @@ class Client:
 
     def __init__(
         self,
-        providers: Mapping[str, Provider],
+        providers: Mapping[str, Union[Provider, Pool]],
         *,
         retry: RetryPolicy = _DEFAULT_POLICY,
         timeout: float = 60.0,
@@ -283,10 +296,16 @@ class Client:
         for name, provider in providers.items():
             if not isinstance(name, str) or not name:
                 raise ConfigurationError(f"provider names must be non-empty strings, got {name!r}")
-            if not isinstance(provider, Provider):
+            if isinstance(provider, Pool):
+                if provider.name != name:
+                    raise ConfigurationError(
+                        f"Pool {provider.name!r} is configured under the name {name!r}: "
+                        "a pool's name must be its key in providers"
+                    )
+            elif not isinstance(provider, Provider):
                 raise ConfigurationError(
                     f"provider {name!r} must be a failover provider "
-                    f"(OpenAI, Anthropic, ...), got {provider!r}"
+                    f"(OpenAI, Anthropic, ...) or a Pool, got {provider!r}"
                 )
         if not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
@@ -298,7 +317,26 @@ class Client:
             max_idle_connections = count(
                 "max_idle_connections", max_idle_connections, maximum=_MAX_IDLE_CONNECTIONS
             )
-        self._providers = dict(providers)
+        self._given = dict(providers)
+        # Pools are flattened: the engine sees their members, named as the pool names
+        # them; each chain entry is a provider's index or a pool's members.
+        self._providers: dict[str, Provider] = {}
+        self._entries: dict[str, _Entry] = {}
+        for name, provider in providers.items():
+            members = provider.members if isinstance(provider, Pool) else {name: provider}
+            indexes = []
+            for member_name, member in members.items():
+                if member_name in self._providers or (
+                    member_name in providers and member_name != name
+                ):
+                    raise ConfigurationError(
+                        f"provider name {member_name!r} is used twice (a pool member's "
+                        "name must be unique among all providers)"
+                    )
+                indexes.append(len(self._providers))
+                self._providers[member_name] = member
+            strategy = provider.strategy if isinstance(provider, Pool) else None
+            self._entries[name] = _Entry(indexes, strategy)
         self._names = list(self._providers)
         self._index = {name: i for i, name in enumerate(self._names)}
         self._retry = retry
@@ -326,7 +364,7 @@ class Client:
         self._owns_pool = True
 
     def __repr__(self) -> str:
-        chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._providers.items())
+        chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._given.items())
         extra = ""
         if self._proxy is not None:
             extra += f", proxy={_display_url(self._proxy)!r}"
@@ -338,8 +376,26 @@ class Client:
         )
 
     @property
-    def providers(self) -> dict[str, Provider]:
-        return dict(self._providers)
+    def providers(self) -> dict[str, Union[Provider, Pool]]:
+        return dict(self._given)
+
+    def _chain(self, names: list[str]) -> list[int]:
+        """The providers to try, in order: a pool's members in its strategy's order."""
+        chain: list[int] = []
+        in_flight: Optional[list[int]] = None
+        for name in names:
+            entry = self._entries[name]
+            members = entry.indexes
+            if entry.strategy == "round_robin" and len(members) > 1:
+                start = next(entry.turns) % len(members)
+                members = members[start:] + members[:start]
+            elif entry.strategy == "least_busy" and len(members) > 1:
+                if in_flight is None:
+                    in_flight = self._native.in_flight()
+                busy = in_flight
+                members = sorted(members, key=lambda i: busy[i])
+            chain.extend(members)
+        return chain
 
     @property
     def is_closed(self) -> bool:
@@ -424,7 +480,7 @@ class Client:
         """What every call has, checked: the chain, the model, the policy,
         the sleeper, the times and the idempotency key."""
         if provider is None:
-            chain = list(range(len(self._names)))
+            chain = self._chain(list(self._entries))
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -438,12 +494,15 @@ class Client:
                 raise ConfigurationError("provider= names no provider")
             if len(set(names)) != len(names):
                 raise ConfigurationError(f"provider= names a provider twice: {names}")
-            unknown = [n for n in names if n not in self._index]
+            unknown = [n for n in names if n not in self._entries]
             if unknown:
+                members = [n for n in names if n in self._index]
+                if members:
+                    raise ConfigurationError(f"provider= names pools, not their members: {members}")
                 raise ConfigurationError(
-                    f"unknown provider(s) {unknown}; configured: {self._names}"
+                    f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
                 )
-            chain = [self._index[n] for n in names]
+            chain = self._chain(names)
         if model is not None and len(chain) != 1:
             raise ConfigurationError("model= is allowed only when a single provider is named")
         if model is not None:

@@ -572,3 +572,59 @@ class OpenRouter(OpenAICompatible):
     default_base_url = "https://openrouter.ai/api/v1"
     env_var = "OPENROUTER_API_KEY"
     key_required = True
+
+
+class Pool:
+    """Equivalent providers (several keys, regions or deployments of one model)
+    standing in a chain as one: calls spread across the members, a cooling member
+    is skipped, and the chain moves on only when every member has failed or is
+    cooling. ``strategy``: ``"round_robin"`` (each call starts at the next member)
+    or ``"least_busy"`` (members with fewer requests in flight first).
+
+    ``members`` is a list (named ``"{name}/{index}"`` in ``.attempts``,
+    ``r.provider`` and ``cooldowns()``) or a dict of member names. ``name`` must be
+    the pool's key in the client's ``providers``; ``provider=`` names the pool.
+    """
+
+    STRATEGIES: ClassVar[tuple[str, ...]] = ("round_robin", "least_busy")
+
+    def __init__(
+        self,
+        name: str,
+        members: Union[Sequence[Provider], Mapping[str, Provider]],
+        *,
+        strategy: str = "round_robin",
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"Pool needs a name (a non-empty str), got {name!r}")
+        if isinstance(members, Mapping):
+            named = list(members.items())
+        elif isinstance(members, Sequence) and not isinstance(members, (str, bytes)):
+            named = [(f"{name}/{i}", member) for i, member in enumerate(members)]
+        else:
+            raise ConfigurationError(
+                f"Pool {name!r}: members is a list of providers or a dict of them, got {members!r}"
+            )
+        if not named:
+            raise ConfigurationError(f"Pool {name!r} needs at least one member")
+        for member_name, member in named:
+            if not isinstance(member_name, str) or not member_name:
+                raise ConfigurationError(
+                    f"Pool {name!r}: member names are non-empty strings, got {member_name!r}"
+                )
+            if not isinstance(member, Provider):
+                raise ConfigurationError(
+                    f"Pool {name!r}: member {member_name!r} must be a failover provider, "
+                    f"got {member!r}"
+                )
+        if strategy not in self.STRATEGIES:
+            raise ConfigurationError(
+                f'Pool {name!r}: strategy is "round_robin" or "least_busy", got {strategy!r}'
+            )
+        self.name = name
+        self.members: dict[str, Provider] = dict(named)
+        self.strategy = strategy
+
+    def __repr__(self) -> str:
+        members = ", ".join(f"{n!r}: {p!r}" for n, p in self.members.items())
+        return f"Pool({self.name!r}, {{{members}}}, strategy={self.strategy!r})"

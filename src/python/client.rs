@@ -60,6 +60,8 @@ pub(super) struct Inner {
     emit: Py<PyAny>,
     /// What calls share: cooldowns, the retry budget.
     state: Arc<dyn SharedState>,
+    /// Requests in flight to each provider (a pool's `least_busy`).
+    in_flight: Vec<std::sync::atomic::AtomicUsize>,
 }
 
 #[pyclass(frozen, module = "failover._native")]
@@ -95,6 +97,7 @@ impl NativeClient {
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
     ) -> PyResult<Self> {
+        let count = providers.len();
         let mut configs = Vec::with_capacity(providers.len());
         let mut keys = Vec::with_capacity(providers.len());
         for spec in providers {
@@ -166,6 +169,7 @@ impl NativeClient {
                 proxy_secrets,
                 emit,
                 state: Arc::new(LocalState::new()),
+                in_flight: (0..count).map(|_| Default::default()).collect(),
             }),
         })
     }
@@ -236,6 +240,15 @@ impl NativeClient {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let call = self.embed_call(py, args, Some(locals.clone()))?;
         self.run_async(py, locals, call)
+    }
+
+    /// Requests in flight to each provider, in configuration order.
+    fn in_flight(&self) -> Vec<usize> {
+        self.inner
+            .in_flight
+            .iter()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
     }
 
     /// The providers cooling down, `(key, seconds left)`, at `now` (Unix
@@ -571,6 +584,22 @@ pub(super) fn used_configs<'a>(
         .collect()
 }
 
+/// One request in flight to a provider, counted while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A provider's key in the shared state: its name, with the model when a
 /// call names another (a typo cools only that model), and the call kind
 /// (an embeddings 404 never stops chat).
@@ -655,6 +684,8 @@ pub(super) async fn run_engine(
     let used = used_configs(inner, &call.chain, &call.job);
     let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
     let keys: Vec<&KeySource> = call.chain.iter().map(|&i| &inner.keys[i]).collect();
+    let in_flight: Vec<&std::sync::atomic::AtomicUsize> =
+        call.chain.iter().map(|&i| &inner.in_flight[i]).collect();
     let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
@@ -737,6 +768,7 @@ pub(super) async fn run_engine(
                     .push(("x-retry-count".into(), retry_count.to_string()));
                 sent
             });
+            let counter = in_flight[index];
             async move {
                 let sent = match sent {
                     Ok(sent) => sent,
@@ -745,6 +777,7 @@ pub(super) async fn run_engine(
                     // outcome the engine could act on (fail over, call the next).
                     Err(None) => std::future::pending().await,
                 };
+                let _in_flight = InFlight::new(counter);
                 providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
             }
         },

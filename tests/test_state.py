@@ -1,0 +1,362 @@
+"""What calls share, through the public API: cooldowns, headroom, the retry budget,
+idempotency keys, with_options() and the worst case. Waits go through a FakeSleeper,
+whose clock the cooldowns follow."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+from conftest import openai
+
+SLOW = {"error": {"message": "slow down"}}
+
+
+def two(mock_server: MockServer, backup_server: MockServer, **kwargs: Any) -> failover.Client:
+    kwargs.setdefault("sleeper", FakeSleeper())
+    return failover.Client({"a": openai(mock_server), "b": openai(backup_server)}, **kwargs)
+
+
+def test_a_provider_that_asked_for_quiet_is_skipped_until_its_time(
+    mock_server: MockServer, backup_server: MockServer, call: Any
+) -> None:
+    sleeper = FakeSleeper()
+    client = two(mock_server, backup_server, sleeper=sleeper)
+    mock_server.push(429, headers={"retry-after": "60"}, json=SLOW)
+    backup_server.push_text("b1")
+    assert call(client).provider == "b"
+    assert client.cooldowns() == {"a": pytest.approx(60.0)}
+    # The next call goes straight to b; a is recorded as skipped, with the reason.
+    backup_server.push_text("b2")
+    r = call(client)
+    assert r.provider == "b" and len(mock_server.requests) == 1
+    skip = r.attempts[0]
+    assert (skip.provider, skip.status) == ("a", None)
+    assert skip.skipped is not None and "cooling down for 60.0s more" in skip.skipped
+    sleeper.assert_never_slept()
+    # Once its time has passed, a is called again, and a success ends the cooldown.
+    sleeper.advance(60)
+    mock_server.push_text("a again")
+    assert call(client).provider == "a"
+    assert client.cooldowns() == {}
+
+
+def test_a_chain_where_everyone_cools_still_makes_one_request(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = two(mock_server, backup_server, retry=failover.RetryPolicy(max_retries_last=0))
+    mock_server.push(429, headers={"retry-after": "120"}, json=SLOW)
+    backup_server.push(429, headers={"retry-after": "90"}, json=SLOW)
+    with pytest.raises(failover.RateLimited):
+        client.prompt("Hi")
+    assert client.cooldowns() == {"a": pytest.approx(120.0), "b": pytest.approx(90.0)}
+    # Both cooling: b recovers first, and is tried with its normal retries.
+    backup_server.push_text("b is back")
+    r = client.prompt("Hi")
+    assert (r.provider, r.text) == ("b", "b is back")
+    assert r.attempts[0].skipped is not None
+
+
+def test_failures_cool_briefly_auth_for_long_and_bad_requests_not_at_all(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = two(mock_server, backup_server, retry=failover.RetryPolicy(max_retries=0))
+    mock_server.push(503, json=SLOW)
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    assert client.cooldowns() == {"a": pytest.approx(5.0)}
+    client = two(mock_server, backup_server)
+    mock_server.push(401, json={"error": {"message": "bad key"}})
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    assert client.cooldowns() == {"a": pytest.approx(300.0)}
+    client = two(mock_server, backup_server)
+    mock_server.push(400, json={"error": {"message": "bad request"}})
+    with pytest.raises(failover.BadRequest):
+        client.prompt("Hi")
+    assert client.cooldowns() == {}
+
+
+def test_cooldowns_are_per_model_and_call_kind(mock_server: MockServer) -> None:
+    client = failover.Client(
+        {"a": openai(mock_server, embedding_model="te")},
+        sleeper=FakeSleeper(),
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    mock_server.push(404, json={"error": {"message": "no such model"}})
+    with pytest.raises(failover.ModelNotFound):
+        client.prompt("Hi", model="gpt-typo")
+    mock_server.push(404, json={"error": {"message": "no such model"}})
+    with pytest.raises(failover.ModelNotFound):
+        client.embed("x")
+    assert set(client.cooldowns()) == {"a/gpt-typo", "a:embeddings"}
+    # Chat with the configured model is not cooling.
+    mock_server.push_text("fine")
+    assert client.prompt("Hi").attempts[0].skipped is None
+
+
+def test_headroom_from_a_200_routes_the_next_call_away(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = two(mock_server, backup_server)
+    mock_server.push_text(
+        "last request of the window",
+        headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20s"},
+    )
+    assert client.prompt("Hi").provider == "a"
+    assert client.cooldowns() == {"a": pytest.approx(20.0)}
+    backup_server.push_text("b")
+    assert client.prompt("Hi").provider == "b"
+    assert len(mock_server.requests) == 1, "no request spent on a certain 429"
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_budget_keeps_retries_within_its_ratio_under_a_full_outage(
+    mock_server: MockServer,
+) -> None:
+    budget = failover.RetryBudget(ratio=0.1, min_retries_per_second=0.2, window=10.0)
+    policy = failover.RetryPolicy(max_retries_last=3, budget=budget)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, retry=policy, sleeper=sleeper)
+    calls = 100
+    for _ in range(calls * 4):
+        mock_server.push(503, json=SLOW)
+    refused = 0
+    for _ in range(calls):
+        with pytest.raises(failover.ProviderOverloaded) as info:
+            client.prompt("Hi")
+        refused += sum(1 for a in info.value.attempts if a.skipped and "budget" in a.skipped)
+        sleeper.advance(300)  # past the cooldown, inside no other call's window
+        sleeper.clear()
+    retries = len(mock_server.requests) - calls
+    # Every call's window holds only itself (300 s apart): the reserve (2 retries per window)
+    # allows at most 2 retries of a call's 3.
+    assert retries <= 2 * calls and refused >= calls
+    mock_server.close()
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_the_budget_counts_calls_in_its_window(mock_server: MockServer) -> None:
+    budget = failover.RetryBudget(ratio=0.1, min_retries_per_second=0.0, window=60.0)
+    policy = failover.RetryPolicy(max_retries_last=1, budget=budget)
+    client = failover.Client({"a": openai(mock_server)}, retry=policy, sleeper=FakeSleeper())
+    for _ in range(50):
+        mock_server.push_text("ok")
+    for _ in range(50):
+        client.prompt("Hi")
+    before = len(mock_server.requests)
+    for _ in range(20):
+        mock_server.push(500, json=SLOW)
+    for _ in range(10):
+        with pytest.raises(failover.ServerError):
+            client.prompt("Hi")
+    # The k-th failing call makes 50 + k calls in the window; a retry is granted while
+    # the retries, it included, are at most 10 % of them: 6 of the 10 calls retry.
+    assert len(mock_server.requests) - before == 10 + 6
+
+
+def test_idempotency_keys_per_call_and_provider_and_the_retry_count(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = two(mock_server, backup_server, retry=failover.RetryPolicy(max_retries=1))
+    mock_server.push(500, json=SLOW)
+    mock_server.push(500, json=SLOW)
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    first, retry = mock_server.requests
+    [other] = backup_server.requests
+    key = first.headers["idempotency-key"]
+    assert retry.headers["idempotency-key"] == key, "the same key on every retry"
+    assert other.headers["idempotency-key"] != key, "another provider, another key"
+    assert [first.headers["x-retry-count"], retry.headers["x-retry-count"]] == ["0", "1"]
+    assert other.headers["x-retry-count"] == "0"
+    client = two(mock_server, backup_server)
+    mock_server.push_text("a")
+    client.prompt("Hi")
+    assert mock_server.requests[-1].headers["idempotency-key"] != key, "another call"
+    mock_server.push_text("a")
+    client.prompt("Hi", idempotency_key="order-42")
+    assert mock_server.requests[-1].headers["idempotency-key"] == "order-42"
+    with pytest.raises(failover.ConfigurationError, match="idempotency_key"):
+        client.prompt("Hi", idempotency_key="bad\nkey")
+
+
+def test_with_options_shares_the_pool_and_cooldowns(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    events: list[Any] = []
+    client = two(mock_server, backup_server)
+    quick = client.with_options(timeout=5.0, deadline=30.0, on_event=events.append)
+    mock_server.push(429, headers={"retry-after": "60"}, json=SLOW)
+    backup_server.push_text("b")
+    assert quick.prompt("Hi").provider == "b"
+    assert [type(e).__name__ for e in events] == ["FailedOver"]
+    assert "a" in client.cooldowns(), "one client's cooldown is the other's"
+    quick.close()
+    assert not client.is_closed, "closing a with_options() client closes nothing shared"
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    client.close()
+    assert quick.is_closed
+    with pytest.raises(failover.ConfigurationError):
+        client.with_options(timeout=-1)
+
+
+def test_worst_case() -> None:
+    assert failover.RetryPolicy().worst_case(10, providers=2) == 180.0
+    assert failover.RetryPolicy().worst_case(60) == 300.0
+    assert failover.RetryPolicy.openai().worst_case(600) == 3 * 600 + 2 * 120
+    assert failover.RetryPolicy.ruby_llm().worst_case(60) == float("inf")
+    assert failover.RetryPolicy.ruby_llm(max_interval=30).worst_case(60) == 4 * 60 + 3 * 30
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_concurrent_calls_while_a_provider_flaps(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    calls = 200
+    for i in range(calls * 2):
+        if i % 3 == 0:
+            mock_server.push(503, json=SLOW)
+        else:
+            mock_server.push_text("a")
+        backup_server.push_text("b")
+    client = two(mock_server, backup_server)
+
+    async def many() -> list[Any]:
+        async def one() -> Any:
+            try:
+                return (await client.prompt_async("Hi")).provider
+            except failover.FailoverError as exc:
+                return exc
+
+        return await asyncio.gather(*(one() for _ in range(calls)))
+
+    results = asyncio.run(many())
+    thread_results: list[Any] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(5):
+            try:
+                out: Any = client.prompt("Hi").provider
+            except failover.FailoverError as exc:
+                out = exc
+            with lock:
+                thread_results.append(out)
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    everything = results + thread_results
+    assert len(everything) == calls + 80
+    for outcome in everything:
+        assert outcome in ("a", "b") or isinstance(outcome, failover.FailoverError), outcome
+    mock_server.close()
+    backup_server.close()
+
+
+def test_a_pool_spreads_calls_and_skips_a_cooling_member(backup_server: MockServer) -> None:
+    # (Each member's script is exact: MockServer serves in order.)
+    servers = [MockServer() for _ in range(3)]
+    try:
+        members = [openai(s) for s in servers]
+        client = failover.Client(
+            {"gpt": failover.Pool("gpt", members), "backup": openai(backup_server)},
+            sleeper=FakeSleeper(),
+        )
+        for server in servers:
+            for _ in range(33):
+                server.push_text("ok")
+        answered = [client.prompt("Hi").provider for _ in range(99)]
+        assert {name: answered.count(name) for name in set(answered)} == {
+            "gpt/0": 33,
+            "gpt/1": 33,
+            "gpt/2": 33,
+        }
+        # gpt/1 asks for quiet: once it has, later calls skip it.
+        servers[1].push(429, headers={"retry-after": "60"}, json=SLOW)
+        for _ in range(6):
+            servers[0].push_text("ok")
+            servers[2].push_text("ok")
+        results = [client.prompt("Hi") for _ in range(6)]
+        asked = next(
+            i
+            for i, r in enumerate(results)
+            if any(a.provider == "gpt/1" and a.status == 429 for a in r.attempts)
+        )
+        later = results[asked + 1 :]
+        assert later and all(r.provider in {"gpt/0", "gpt/2"} for r in later)
+        called = [a.provider for r in later for a in r.attempts if a.skipped is None]
+        assert "gpt/1" not in called
+        assert "gpt/1" in client.cooldowns()
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_a_pool_fails_over_member_by_member_then_to_the_chain(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    events: list[Any] = []
+    third = MockServer()
+    try:
+        client = failover.Client(
+            {
+                "pool": failover.Pool(
+                    "pool", {"east": openai(mock_server), "west": openai(backup_server)}
+                ),
+                "local": openai(third),
+            },
+            retry=failover.RetryPolicy(max_retries=0),
+            sleeper=FakeSleeper(),
+            on_event=events.append,
+        )
+        mock_server.push(503, json=SLOW)
+        backup_server.push(503, json=SLOW)
+        third.push_text("local")
+        r = client.prompt("Hi")
+        assert r.provider == "local"
+        assert [a.provider for a in r.attempts] == ["east", "west", "local"]
+        assert [(e.from_provider, e.to_provider) for e in events] == [
+            ("east", "west"),
+            ("west", "local"),
+        ]
+        with pytest.raises(failover.ConfigurationError, match="pools, not their members"):
+            client.prompt("Hi", provider="east")
+        with pytest.raises(failover.ConfigurationError, match="its key"):
+            failover.Client({"p": failover.Pool("q", [openai(mock_server)])})
+        with pytest.raises(failover.ConfigurationError, match="strategy"):
+            failover.Pool("p", [openai(mock_server)], strategy="random")
+    finally:
+        third.close()
+
+
+def test_least_busy_prefers_the_member_with_fewer_requests_in_flight() -> None:
+    slow, fast = MockServer(), MockServer()
+    try:
+        slow.push_text("slow", delay=0.5)
+        fast.push_text("fast")
+        fast.push_text("fast")
+        client = failover.Client(
+            {"p": failover.Pool("p", [openai(slow), openai(fast)], strategy="least_busy")}
+        )
+
+        async def main() -> list[str]:
+            first = asyncio.ensure_future(client.prompt_async("Hi"))
+            await asyncio.sleep(0.2)  # the first call is in flight at p/0
+            second = await client.prompt_async("Hi")
+            return [(await first).provider, second.provider]
+
+        assert asyncio.run(main()) == ["p/0", "p/1"]
+    finally:
+        slow.close()
+        fast.close()
