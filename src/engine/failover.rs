@@ -1162,21 +1162,21 @@ mod tests {
                 .find(|(k, _)| k == key)
                 .map(|(_, d)| d)
         };
-        shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
         assert_eq!(left("p0"), Some(Duration::from_secs(5)));
         shared.clock.advance(Duration::from_secs(5));
-        shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
         assert_eq!(
             left("p0"),
             Some(Duration::from_secs(10)),
             "doubles while it keeps failing"
         );
         shared.clock.advance(Duration::from_secs(10));
-        shared.call(&policy, vec![err(Auth, Some(401), &[]), Ok("b")]);
+        let _ = shared.call(&policy, vec![err(Auth, Some(401), &[]), Ok("b")]);
         assert_eq!(left("p0"), Some(Duration::from_secs(300)));
         // A bad request is the request's fault, not the provider's.
         let shared = Shared::new(1);
-        shared.call(&policy, vec![err(BadRequest, Some(400), &[])]);
+        let _ = shared.call(&policy, vec![err(BadRequest, Some(400), &[])]);
         assert!(shared.state.cooldowns(shared.clock.wall()).is_empty());
     }
 
