@@ -5,6 +5,7 @@ whose clock the cooldowns follow."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -24,8 +25,9 @@ def two(mock_server: MockServer, backup_server: MockServer, **kwargs: Any) -> fa
 
 
 def test_a_provider_that_asked_for_quiet_is_skipped_until_its_time(
-    mock_server: MockServer, backup_server: MockServer, call: Any
+    mock_server: MockServer, backup_server: MockServer, call: Any, caplog: Any
 ) -> None:
+    caplog.set_level(logging.INFO, logger="failover")
     sleeper = FakeSleeper()
     client = two(mock_server, backup_server, sleeper=sleeper)
     mock_server.push(429, headers={"retry-after": "60"}, json=SLOW)
@@ -39,6 +41,7 @@ def test_a_provider_that_asked_for_quiet_is_skipped_until_its_time(
     skip = r.attempts[0]
     assert (skip.provider, skip.status) == ("a", None)
     assert skip.skipped is not None and "cooling down for 60.0s more" in skip.skipped
+    assert any("skipping a: cooling down" in r.getMessage() for r in caplog.records)
     sleeper.assert_never_slept()
     # Once its time has passed, a is called again, and a success ends the cooldown.
     sleeper.advance(60)

@@ -117,6 +117,12 @@ def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], N
 
         logger = logging.getLogger("failover")
         event: Event
+        if kind == "Skipped":
+            # Logged only: a skip is no event.
+            logger.info(
+                "skipping %s: %s [call %s]", fields["provider"], fields["reason"], fields["call_id"]
+            )
+            return
         if kind == "RetryScheduled":
             event = RetryScheduled(**fields)
             logger.info(

@@ -140,6 +140,13 @@ pub enum Event {
         /// Why the engine left the provider, in words, for the log.
         reason: String,
     },
+    /// A provider skipped while cooling down, or a retry the budget refused:
+    /// for the log only (no event reaches `on_event` for a skip).
+    Skipped {
+        call_id: String,
+        provider: usize,
+        reason: String,
+    },
 }
 
 /// Where a call picks up again after an answer it already handed out broke
@@ -266,6 +273,11 @@ where
                 .as_secs_f64();
             let why = format!("cooling down for {left:.1}s more: {}", cool.reason);
             attempts.push(AttemptRecord::skipped(index, &why));
+            on_event(Event::Skipped {
+                call_id: spec.call_id.to_string(),
+                provider: index,
+                reason: why,
+            });
             continue;
         }
         let is_last = next_able(index + 1).is_none();
@@ -372,6 +384,11 @@ where
                 {
                     let why = "retry skipped: the retry budget is spent";
                     attempts.push(AttemptRecord::skipped(index, why));
+                    on_event(Event::Skipped {
+                        call_id: spec.call_id.to_string(),
+                        provider: index,
+                        reason: why.to_string(),
+                    });
                     let fail_over = spec
                         .policy
                         .fails_over_after(&failure, slot.overloaded_statuses);

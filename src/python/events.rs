@@ -95,6 +95,16 @@ impl EventTarget {
                 fields.set_item("reason", reason)?;
                 Ok("FailedOver")
             }
+            Event::Skipped {
+                call_id,
+                provider,
+                reason,
+            } => {
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("provider", name(*provider))?;
+                fields.set_item("reason", reason)?;
+                Ok("Skipped")
+            }
         })();
         match built {
             Ok(kind) => self.send(py, kind, fields.into_any()),
