@@ -27,7 +27,7 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._hints import retry_after
-from ._models import Embeddings, Response, Tool, ToolCall, Usage
+from ._models import Embeddings, Response, Tool, ToolCall
 from ._native import __version__
 from ._policy import Backoff, RetryBudget, RetryPolicy
 from ._providers import (
@@ -46,6 +46,7 @@ from ._providers import (
     Provider,
 )
 from ._stream import AsyncStream, Chunk, Stream
+from ._usage import Usage
 
 __all__ = [
     "XAI",

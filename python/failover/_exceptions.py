@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ._attempt import Attempt, _attempts
+from ._usage import Usage
 
 __all__ = [
     "AuthenticationError",
@@ -278,8 +279,6 @@ def _stream_interrupted(
     call_id: str,
 ) -> StreamInterrupted:
     """Called by the native module when a stream breaks after its first content."""
-    from ._models import Usage
-
     shown = len(partial_text)
     message = f"the stream from {provider} broke after {shown} characters: {cause}"
     error = StreamInterrupted(

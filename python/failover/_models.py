@@ -7,41 +7,9 @@ from typing import Any, Optional
 from ._attempt import Attempt, _attempts
 from ._exceptions import ConfigurationError
 from ._record import Record
+from ._usage import Usage
 
 _set = object.__setattr__  # Records refuse setattr once built
-
-
-class Usage(Record):
-    """Token counts; each is ``None`` where the provider did not report it."""
-
-    __slots__ = (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "reasoning_tokens",
-    )
-    input_tokens: Optional[int]
-    output_tokens: Optional[int]
-    cache_read_tokens: Optional[int]
-    cache_write_tokens: Optional[int]
-    reasoning_tokens: Optional[int]
-
-    def __init__(
-        self,
-        input_tokens: Optional[int] = None,
-        output_tokens: Optional[int] = None,
-        cache_read_tokens: Optional[int] = None,
-        cache_write_tokens: Optional[int] = None,
-        reasoning_tokens: Optional[int] = None,
-    ) -> None:
-        # Built for every response: set field by field (_set), which costs a
-        # third of Record._init's keyword form.
-        _set(self, "input_tokens", input_tokens)
-        _set(self, "output_tokens", output_tokens)
-        _set(self, "cache_read_tokens", cache_read_tokens)
-        _set(self, "cache_write_tokens", cache_write_tokens)
-        _set(self, "reasoning_tokens", reasoning_tokens)
 
 
 class Tool(Record):

@@ -3,6 +3,7 @@
 //! engine future either blocking (GIL released, Ctrl-C checked) or as an
 //! asyncio awaitable.
 
+mod call;
 mod client;
 mod clock;
 mod convert;

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tokio::sync::{watch, Mutex};
 
-use super::client::{block_on_interruptibly, new_call_id, run_engine, used_configs, Call, Inner};
+use super::call::{block_on_interruptibly, new_call_id, run_engine, used_configs, Call, Inner};
 use super::convert::provider_error;
 use super::errors::internal_error;
 use super::seam::{attempts_list, ResponseData, ToolCallData};

@@ -1,0 +1,402 @@
+//! One call's machinery, shared by `NativeClient` (prompt, embed) and
+//! `NativeStream`: what a client holds (`Inner`), one call (`Call`), and the
+//! one place the engine is run (`run_engine`), with what an attempt needs
+//! around it (keys from callables, idempotency headers, requests in flight).
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use tokio::sync::oneshot;
+
+use super::clock::CallClock;
+use super::convert::call_error;
+use super::errors::{configuration_error, internal_error};
+use super::events::EventTarget;
+use super::runtime::{runtime, Interrupt};
+use super::seam::{attempts_list, EmbeddingsData, ResponseData};
+use crate::engine::{
+    self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy, SharedState,
+};
+use crate::http::{HttpRequest, ReqwestTransport};
+use crate::providers::{self, Job, ProviderConfig, Reply};
+
+/// How often a blocking call wakes to let Python handle Ctrl-C.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Where a provider's key comes from.
+pub(super) enum KeySource {
+    /// Fixed when the client was built (or no key at all).
+    Fixed,
+    /// A Python callable, called for each attempt (rotating tokens).
+    Callable(Py<PyAny>),
+}
+
+pub(super) struct Inner {
+    pub(super) providers: Vec<ProviderConfig>,
+    pub(super) keys: Vec<KeySource>,
+    /// `None` once the client is closed; calls in flight keep their clone.
+    pub(super) transport: RwLock<Option<ReqwestTransport>>,
+    /// What a proxy's URL holds of credentials (`proxy=` or the proxy
+    /// environment variables): removed from every answer, as keys are.
+    pub(super) proxy_secrets: Vec<String>,
+    /// `failover._events._emitter(on_event)`.
+    pub(super) emit: Py<PyAny>,
+    /// What calls share: cooldowns, the retry budget.
+    pub(super) state: Arc<dyn SharedState>,
+    /// Requests in flight to each provider (a pool's `least_busy`).
+    pub(super) in_flight: Vec<std::sync::atomic::AtomicUsize>,
+}
+
+/// One call, resolved by the Python side and checked here.
+pub(super) struct Call {
+    pub(super) job: Job,
+    pub(super) chain: Vec<usize>,
+    pub(super) policy: RetryPolicy,
+    pub(super) timeout: Duration,
+    pub(super) deadline: Option<Duration>,
+    pub(super) transport: ReqwestTransport,
+    pub(super) clock: CallClock,
+    pub(super) events: EventTarget,
+    pub(super) interrupt: Interrupt,
+    /// The caller's idempotency key, sent to every provider.
+    pub(super) idempotency_key: Option<String>,
+    /// Resolves when Python code run by the call (a sleeper, a hook, a key
+    /// callable) raised something that must end it.
+    pub(super) interrupted: oneshot::Receiver<PyErr>,
+}
+
+/// Drives `future` to completion for a synchronous caller, with the GIL
+/// released, checking for Ctrl-C between slices (dropping the future on an
+/// interrupt cancels its HTTP request). `block_in_place` lets this work on a
+/// thread that is already inside the runtime too: an event hook or a sleeper
+/// making a sync call hands its worker's tasks to another thread first.
+pub(super) fn block_on_interruptibly<T: Send>(
+    py: Python<'_>,
+    future: impl Future<Output = T> + Send,
+) -> PyResult<T> {
+    let runtime = runtime()?;
+    let mut future = Box::pin(future);
+    loop {
+        let slice = py.detach(|| {
+            tokio::task::block_in_place(|| {
+                runtime.block_on(async {
+                    tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
+                })
+            })
+        });
+        match slice {
+            Ok(value) => return Ok(value),
+            Err(_) => py.check_signals()?,
+        }
+    }
+}
+
+pub(super) fn new_call_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// One call, with a panic anywhere inside it turned into a
+/// `FailoverError` instead of crossing into Python as a PanicException.
+pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(run_inner(inner, call))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(internal_error(what))
+        }
+    }
+}
+
+/// The key from a provider's callable, for one attempt. A callable that
+/// raises an ordinary exception fails this attempt as an auth failure of
+/// this provider (another provider has its own key): `Err(Some(failure))`.
+/// A BaseException, or a value that is not a key, ends the call through
+/// `interrupt`: `Err(None)`, and the attempt must not go on.
+///
+/// It runs on the thread driving the call (a runtime worker on async calls),
+/// outside the attempt's timeout: a slow token fetch delays the attempt.
+fn callable_key(
+    provider: &ProviderConfig,
+    callable: &Py<PyAny>,
+    secrets: &[String],
+    interrupt: &Interrupt,
+) -> Result<String, Option<Failure>> {
+    let name = &provider.name;
+    tokio::task::block_in_place(|| {
+        Python::attach(|py| {
+            let value = match callable.call0(py) {
+                Ok(value) => value.into_bound(py),
+                Err(error) if error.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                    let text = format!("{name}: the api_key callable raised {error}");
+                    let text = providers::redact(&text, secrets);
+                    return Err(Some(Failure::without_response(ErrorKind::Auth, text)));
+                }
+                Err(error) => {
+                    interrupt.raise(error);
+                    return Err(None);
+                }
+            };
+            let key = value
+                .cast::<PyString>()
+                .ok()
+                .and_then(|s| s.to_cow().ok().map(|k| k.trim().to_string()))
+                .filter(|k| !k.is_empty() && !k.chars().any(char::is_control));
+            key.ok_or_else(|| {
+                let type_name = value
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string());
+                interrupt.raise(configuration_error(format!(
+                    "provider {name:?}: the api_key callable must return a non-empty str \
+                     without control characters, got a {type_name}"
+                )));
+                None
+            })
+        })
+    })
+}
+
+/// Each provider of `chain` as `job` uses it: with the model the call asks
+/// for (a per-call `model=`, an embedding model), which errors and events name.
+pub(super) fn used_configs<'a>(
+    inner: &'a Inner,
+    chain: &[usize],
+    job: &Job,
+) -> Vec<std::borrow::Cow<'a, ProviderConfig>> {
+    chain
+        .iter()
+        .map(|&i| {
+            let config = &inner.providers[i];
+            match providers::job_model(config, job) {
+                model if model == config.model => std::borrow::Cow::Borrowed(config),
+                model => std::borrow::Cow::Owned(ProviderConfig {
+                    model: model.to_string(),
+                    ..config.clone()
+                }),
+            }
+        })
+        .collect()
+}
+
+/// One request in flight to a provider, counted while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A provider's key in the shared state: its name, with the model when a
+/// call names another (a typo cools only that model), and the call kind
+/// (an embeddings 404 never stops chat).
+fn state_key(config: &ProviderConfig, job: &Job) -> String {
+    match job {
+        Job::Embed(_) => format!("{}:embeddings", config.name),
+        Job::Chat(request) | Job::Stream(request) => match &request.model {
+            Some(model) if *model != config.model => format!("{}/{model}", config.name),
+            _ => config.name.clone(),
+        },
+    }
+}
+
+/// One prompt or embeddings call: the engine, then its answer or error as
+/// Python objects.
+async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
+    let call_id = new_call_id();
+    let result = run_engine(&inner, &mut call, &call_id, None).await?;
+    let used = used_configs(&inner, &call.chain, &call.job);
+    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+    Python::attach(|py| match result {
+        Ok(success) => {
+            let attempts = attempts_list(py, &success.attempts, &configs)?;
+            let provider = &configs[success.provider].name;
+            match success.value {
+                Reply::Chat(chat) => {
+                    let data = ResponseData::new(py, chat, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+                Reply::Embed(embed) => {
+                    let data = EmbeddingsData::new(py, embed, provider, attempts, &call_id)?;
+                    Ok(Py::new(py, data)?.into_any())
+                }
+                Reply::Stream(_) => Err(internal_error("a stream answered a whole call")),
+            }
+        }
+        Err(failure) => Err(call.raise(py, &failure, &configs, &call_id)),
+    })
+}
+
+impl Call {
+    /// The same call, read as a stream.
+    pub(super) fn into_stream(mut self) -> Self {
+        if let Job::Chat(request) = self.job {
+            self.job = Job::Stream(request);
+            return self;
+        }
+        self
+    }
+
+    /// The exception a failed call raises (after its `CallFailed` event),
+    /// unless Python code run by the call asked to end it with its own.
+    pub(super) fn raise(
+        &mut self,
+        py: Python<'_>,
+        failure: &engine::CallFailure,
+        configs: &[&ProviderConfig],
+        call_id: &str,
+    ) -> PyErr {
+        let error = match call_error(py, failure, configs, call_id) {
+            Ok(error) => error,
+            Err(error) => return error,
+        };
+        self.events
+            .send_call_failed(py, call_id, error.bind(py), &failure.reason);
+        match self.interrupted.try_recv() {
+            Ok(interrupt) => interrupt,
+            Err(_) => PyErr::from_value(error.into_bound(py)),
+        }
+    }
+}
+
+/// One run of the engine for `call` (picking up after `resume` when given).
+/// The only place the engine is run. `Err` is Python code run by the call
+/// (a sleeper, a hook, a key callable) ending it.
+pub(super) async fn run_engine(
+    inner: &Inner,
+    call: &mut Call,
+    call_id: &str,
+    resume: Option<engine::Resume>,
+) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
+    let used = used_configs(inner, &call.chain, &call.job);
+    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+    let keys: Vec<&KeySource> = call.chain.iter().map(|&i| &inner.keys[i]).collect();
+    let in_flight: Vec<&std::sync::atomic::AtomicUsize> =
+        call.chain.iter().map(|&i| &inner.in_flight[i]).collect();
+    let job = &call.job;
+    let unable: Vec<Option<String>> = configs
+        .iter()
+        .map(|c| providers::unable_for(c, job))
+        .collect();
+    let state_keys: Vec<String> = call
+        .chain
+        .iter()
+        .map(|&i| state_key(&inner.providers[i], job))
+        .collect();
+    let slots: Vec<ProviderSlot> = configs
+        .iter()
+        .zip(&unable)
+        .zip(&state_keys)
+        .map(|((c, why), key)| ProviderSlot {
+            overloaded_statuses: &c.overloaded_statuses,
+            state_key: key,
+            unable: why.as_deref(),
+        })
+        .collect();
+    let attempt_timeout = call.timeout;
+    let spec = CallSpec {
+        call_id,
+        providers: &slots,
+        policy: &call.policy,
+        attempt_timeout,
+        deadline: call.deadline,
+        state: Some(&*inner.state),
+    };
+    let events = &call.events;
+    let mut on_event =
+        |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
+    let transport = &call.transport;
+    let interrupt = &call.interrupt;
+    // Each provider's request is built once per run, on its first attempt;
+    // a fixed key goes in then, a callable's key on every attempt.
+    let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
+    let mut unit = || rand::random::<f64>();
+    // One idempotency key per call and provider, the same on every retry to
+    // it (the caller's, when given), and the attempt's number among them.
+    let idempotency_keys: Vec<String> = (0..configs.len())
+        .map(|i| match &call.idempotency_key {
+            Some(key) => key.clone(),
+            None => format!("failover-{call_id}-{i}"),
+        })
+        .collect();
+    let mut tries = vec![0u32; configs.len()];
+    let run = engine::run_from(
+        &spec,
+        resume,
+        &call.clock,
+        &mut unit,
+        &mut on_event,
+        |index, timeout| {
+            let provider = configs[index];
+            let source = keys[index];
+            let built = requests[index].get_or_init(|| {
+                let mut base = providers::build(provider, job);
+                providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
+                match source {
+                    KeySource::Fixed => {
+                        providers::authorize(provider, &base, provider.api_key.as_deref())
+                    }
+                    KeySource::Callable(_) => base,
+                }
+            });
+            let sent = match source {
+                KeySource::Fixed => Ok(built.clone()),
+                KeySource::Callable(callable) => {
+                    callable_key(provider, callable, &built.secrets, interrupt)
+                        .map(|key| providers::authorize(provider, built, Some(&key)))
+                }
+            };
+            let retry_count = tries[index];
+            tries[index] += 1;
+            let sent = sent.map(|mut sent| {
+                sent.headers
+                    .push(("idempotency-key".into(), idempotency_keys[index].clone()));
+                sent.headers
+                    .push(("x-retry-count".into(), retry_count.to_string()));
+                sent
+            });
+            let counter = in_flight[index];
+            async move {
+                let sent = match sent {
+                    Ok(sent) => sent,
+                    Err(Some(failure)) => return Err(failure),
+                    // The call is being ended by the interrupt: never report an
+                    // outcome the engine could act on (fail over, call the next).
+                    Err(None) => std::future::pending().await,
+                };
+                let _in_flight = InFlight::new(counter);
+                providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
+            }
+        },
+    );
+    let interrupted = &mut call.interrupted;
+    let result = tokio::select! {
+        biased;
+        Ok(error) = &mut *interrupted => return Err(error),
+        result = run => result,
+    };
+    // The engine may finish in the same poll in which a hook or a sleeper
+    // asked to end the call (a FakeSleeper never yields): the interrupt wins.
+    if let Ok(error) = interrupted.try_recv() {
+        return Err(error);
+    }
+    Ok(result)
+}
