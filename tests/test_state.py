@@ -363,3 +363,117 @@ def test_least_busy_prefers_the_member_with_fewer_requests_in_flight() -> None:
     finally:
         slow.close()
         fast.close()
+
+
+def test_a_burst_of_failures_from_one_blip_cools_once(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    for _ in range(8):
+        mock_server.push(503, json=SLOW, delay=0.2)
+        backup_server.push_text("b")
+    client = two(mock_server, backup_server, retry=failover.RetryPolicy(max_retries=0))
+
+    async def burst() -> None:
+        await asyncio.gather(*(client.prompt_async("Hi") for _ in range(8)))
+
+    asyncio.run(burst())
+    assert client.cooldowns() == {"a": 5.0}, "eight calls in flight are one failure, not eight"
+
+
+def test_a_slow_success_sent_before_a_cooldown_does_not_end_it(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=0.4)
+    mock_server.push(429, headers={"retry-after": "100"}, json=SLOW)
+    backup_server.push_text("b")
+    client = two(mock_server, backup_server)
+
+    async def both() -> None:
+        slow = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.1)
+        await client.prompt_async("Hi")  # the 429, while the slow one is in flight
+        await slow
+
+    asyncio.run(both())
+    assert client.cooldowns() == {"a": 100.0}
+
+
+def test_x_should_retry_false_keeps_the_hint_on_the_error(mock_server: MockServer) -> None:
+    mock_server.push(503, headers={"x-should-retry": "false", "retry-after": "7"}, json=SLOW)
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.ProviderOverloaded) as info:
+        client.prompt("Hi")
+    assert info.value.retry_after == 7.0
+    assert client.cooldowns() == {"a": 7.0}
+
+
+def test_least_busy_spreads_a_burst_and_counts_open_streams() -> None:
+    servers = [MockServer() for _ in range(3)]
+    try:
+        for server in servers:
+            for _ in range(3):
+                server.push_text("ok", delay=0.3)
+        client = failover.Client(
+            {"p": failover.Pool("p", [openai(s) for s in servers], strategy="least_busy")}
+        )
+
+        async def burst() -> list[str]:
+            results = await asyncio.gather(*(client.prompt_async("Hi") for _ in range(6)))
+            return [r.provider for r in results]
+
+        answered = asyncio.run(burst())
+        assert sorted(answered) == ["p/0", "p/0", "p/1", "p/1", "p/2", "p/2"]
+        # An open stream keeps its member busy.
+        servers[0].push(
+            sse=['data: {"choices":[{"index":0,"delta":{"content":"x"}}]}'], fault="stall:1"
+        )
+        stream = client.stream("Hi")
+        next(stream)
+        busy_member = next(i for i, s in enumerate(servers) if len(s.requests) == 3)
+        for s in servers:
+            s.push_text("ok")
+        r = client.prompt("Hi")
+        assert r.provider != f"p/{busy_member}"
+        stream.close()
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_the_callers_idempotency_header_wins_and_restarts_count_as_retries(
+    mock_server: MockServer,
+) -> None:
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper())
+    mock_server.push_text("a")
+    client.prompt("Hi", headers={"Idempotency-Key": "order-7"})
+    assert mock_server.requests[-1].headers["idempotency-key"] == "order-7"
+    mock_server.push(sse=['data: {"choices":[{"index":0,"delta":{"content":"x"}}]}'], fault="cut:1")
+    mock_server.push(
+        sse=[
+            'data: {"choices":[{"index":0,"delta":{"content":"y"}}]}',
+            'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+        ]
+    )
+    list(client.stream("Hi", on_interrupt="restart"))
+    first, restart = mock_server.requests[-2:]
+    assert first.headers["idempotency-key"] == restart.headers["idempotency-key"]
+    assert (first.headers["x-retry-count"], restart.headers["x-retry-count"]) == ("0", "1")
+
+
+def test_a_with_options_client_closed_on_its_own_refuses_calls(mock_server: MockServer) -> None:
+    client = failover.Client({"a": openai(mock_server)})
+    other = client.with_options(timeout=5.0)
+    with other:
+        pass
+    assert other.is_closed and not client.is_closed
+    with pytest.raises(failover.FailoverError, match="closed"):
+        other.prompt("Hi")
+    assert mock_server.requests == []
+
+
+def test_provider_names_may_not_hold_the_key_separators(mock_server: MockServer) -> None:
+    for name in ("a/b", "a:b"):
+        with pytest.raises(failover.ConfigurationError, match="may not hold"):
+            failover.Client({name: openai(mock_server)})
+        with pytest.raises(failover.ConfigurationError, match="may not hold"):
+            failover.Client({"p": failover.Pool("p", {name: openai(mock_server)})})

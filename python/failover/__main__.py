@@ -287,9 +287,14 @@ def prompt(args: argparse.Namespace) -> int:
         if not model:
             print(f"{driver} needs a model: --provider {driver}:NAME", file=sys.stderr)
             return 2
-        # Named as given, so one driver may appear twice with two models.
-        name = spec
-        if name in providers:
+        # One driver may appear twice with two models: the second is "driver#2".
+        name, n = driver, 1
+        while name in providers:
+            n += 1
+            name = f"{driver}#{n}"
+        if any(
+            p.model == model and p_name.split("#")[0] == driver for p_name, p in providers.items()
+        ):
             print(f"--provider {spec} is given twice", file=sys.stderr)
             return 2
         try:

@@ -169,6 +169,16 @@ def _extra_options(
     args.headers = list(checked.items()) if checked else None
 
 
+def _check_name(name: str) -> None:
+    """A provider's name: ``/`` and ``:`` mark a model and a call kind in
+    cooldown keys (``name/model``, ``name:embeddings``) and pool members."""
+    if "/" in name or ":" in name:
+        raise ConfigurationError(
+            f"provider name {name!r} may not hold '/' or ':' (they mark pool members, "
+            "a call's model and embeddings in cooldowns())"
+        )
+
+
 class _Entry:
     """A chain entry: one provider, or a pool's members and its strategy."""
 
@@ -296,6 +306,7 @@ class Client:
         for name, provider in providers.items():
             if not isinstance(name, str) or not name:
                 raise ConfigurationError(f"provider names must be non-empty strings, got {name!r}")
+            _check_name(name)
             if isinstance(provider, Pool):
                 if provider.name != name:
                     raise ConfigurationError(
@@ -324,6 +335,9 @@ class Client:
         self._entries: dict[str, _Entry] = {}
         for name, provider in providers.items():
             members = provider.members if isinstance(provider, Pool) else {name: provider}
+            if isinstance(provider, Pool) and provider._named:
+                for member_name in members:
+                    _check_name(member_name)
             indexes = []
             for member_name, member in members.items():
                 if member_name in self._providers or (
@@ -362,6 +376,8 @@ class Client:
         self._emit: Any = None
         #: Whether close() closes the pool (a with_options() client shares it).
         self._owns_pool = True
+        #: A with_options() client closed on its own (the pool stays open).
+        self._closed_here = False
 
     def __repr__(self) -> str:
         chain = ", ".join(f"{n!r}: {p!r}" for n, p in self._given.items())
@@ -379,10 +395,12 @@ class Client:
     def providers(self) -> dict[str, Union[Provider, Pool]]:
         return dict(self._given)
 
-    def _chain(self, names: list[str]) -> list[int]:
-        """The providers to try, in order: a pool's members in its strategy's order."""
+    def _chain(self, names: list[str]) -> tuple[list[int], Optional[list[list[int]]]]:
+        """The providers to try, in order (a round-robin pool's members from its
+        next turn), and the ``least_busy`` pools, which the native side orders
+        and counts (atomically, so a burst of calls spreads)."""
         chain: list[int] = []
-        in_flight: Optional[list[int]] = None
+        least_busy: Optional[list[list[int]]] = None
         for name in names:
             entry = self._entries[name]
             members = entry.indexes
@@ -390,17 +408,15 @@ class Client:
                 start = next(entry.turns) % len(members)
                 members = members[start:] + members[:start]
             elif entry.strategy == "least_busy" and len(members) > 1:
-                if in_flight is None:
-                    in_flight = self._native.in_flight()
-                busy = in_flight
-                members = sorted(members, key=lambda i: busy[i])
+                least_busy = [*(least_busy or []), members]
             chain.extend(members)
-        return chain
+        return chain, least_busy
 
     @property
     def is_closed(self) -> bool:
-        """Whether ``close()`` was called."""
-        return bool(self._native.is_closed)
+        """Whether ``close()`` was called (on this client, or on the one whose
+        pool it shares)."""
+        return self._closed_here or bool(self._native.is_closed)
 
     def close(self) -> None:
         """Releases the connection pool. Calls in flight finish; a later call
@@ -409,6 +425,7 @@ class Client:
         nothing shared."""
         if self._owns_pool:
             self._native.close()
+        self._closed_here = True
 
     def with_options(
         self,
@@ -426,6 +443,7 @@ class Client:
         other = Client.__new__(Client)
         other.__dict__.update(self.__dict__)
         other._owns_pool = False
+        other._closed_here = False
         if timeout is not None:
             other._timeout = seconds("timeout", timeout, positive=True)
         if not isinstance(deadline, _Unset):
@@ -479,8 +497,10 @@ class Client:
     ) -> None:
         """What every call has, checked: the chain, the model, the policy,
         the sleeper, the times and the idempotency key."""
+        if self._closed_here:
+            raise FailoverError("this Client is closed: make a new one to call providers again")
         if provider is None:
-            chain = self._chain(list(self._entries))
+            chain, least_busy = self._chain(list(self._entries))
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -502,7 +522,7 @@ class Client:
                 raise ConfigurationError(
                     f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
                 )
-            chain = self._chain(names)
+            chain, least_busy = self._chain(names)
         if model is not None and len(chain) != 1:
             raise ConfigurationError("model= is allowed only when a single provider is named")
         if model is not None:
@@ -537,6 +557,7 @@ class Client:
         args.model = model
         args.idempotency_key = _idempotency_key(idempotency_key)
         args.emit = self._emit
+        args.least_busy = least_busy
 
     def _call_args(
         self,

@@ -624,6 +624,8 @@ class Pool:
         self.name = name
         self.members: dict[str, Provider] = dict(named)
         self.strategy = strategy
+        #: Members named by the caller (a dict), not numbered.
+        self._named = isinstance(members, Mapping)
 
     def __repr__(self) -> str:
         members = ", ".join(f"{n!r}: {p!r}" for n, p in self.members.items())

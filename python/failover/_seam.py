@@ -112,6 +112,7 @@ class CallArgs:
         "emit",
         "headers",
         "idempotency_key",
+        "least_busy",
         "max_tokens",
         "messages",
         "model",
@@ -147,6 +148,7 @@ class CallArgs:
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
     emit: Any
+    least_busy: list[list[int]] | None
 
 
 class EmbedArgs:
@@ -159,6 +161,7 @@ class EmbedArgs:
         "emit",
         "headers",
         "idempotency_key",
+        "least_busy",
         "model",
         "policy",
         "sleeper",
@@ -177,3 +180,4 @@ class EmbedArgs:
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
     emit: Any
+    least_busy: list[list[int]] | None

@@ -299,6 +299,7 @@ where
             }
             let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
             let cut_by_deadline = timeout < spec.attempt_timeout;
+            let sent_at = spec.state.map_or(0, |state| state.epoch());
             let (outcome, duration) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration),
                 None => {
@@ -311,7 +312,7 @@ where
                 Ok(value) => {
                     if let Some(state) = spec.state {
                         let now = clock.wall();
-                        state.recover(slot.state_key);
+                        state.recover(slot.state_key, sent_at);
                         // No headroom left: the next call goes elsewhere
                         // rather than spend a request on a 429.
                         if let Some(reset) = value.exhausted_for(now) {
@@ -319,7 +320,7 @@ where
                                 "its rate limit is exhausted for {:.3}s",
                                 reset.as_secs_f64()
                             );
-                            state.cool(slot.state_key, now + reset, &why);
+                            state.cool(slot.state_key, now, now + reset, &why);
                         }
                     }
                     let status = Some(value.status());
@@ -354,10 +355,11 @@ where
                 clock.wall(),
                 slot.overloaded_statuses,
             );
-            let retry_after = situation.retry_after();
-            // The wait it asked for, even under `x-should-retry: false`: the
-            // cooldown if it is given up on.
+            // The wait it asked for, even under `x-should-retry: false`
+            // (which forbids the retry, not the hint): the error's
+            // `.retry_after`, and the cooldown if it is given up on.
             let hinted = situation.hint;
+            let retry_after = hinted;
             let left = |failure| ProviderFailure {
                 provider: index,
                 failure,
@@ -425,10 +427,17 @@ where
             };
             // Given up on: it cools down, so later calls go elsewhere.
             if let Some(state) = spec.state {
-                let streak = state.failures_in_a_row(slot.state_key);
+                // Calls in flight when it began cooling fail together: one
+                // failure, not one doubling each.
+                let failures = state.failures_in_a_row(slot.state_key);
+                let streak = match state.cooling(slot.state_key, clock.wall()) {
+                    Some(_) => failures.saturating_sub(1),
+                    None => failures,
+                };
                 if let Some((cool_for, why)) = cooldown(failure.kind, hinted, streak) {
-                    let until = clock.wall().checked_add(cool_for).unwrap_or(started_at);
-                    state.cool(slot.state_key, until, &why);
+                    let now = clock.wall();
+                    let until = now.checked_add(cool_for).unwrap_or(now);
+                    state.cool(slot.state_key, now, until, &why);
                 }
             }
             if fail_over && !is_last {
@@ -1154,12 +1163,13 @@ mod tests {
             max_retries_last: 0,
             ..RetryPolicy::default()
         };
+        let now = shared.clock.wall();
         shared
             .state
-            .cool("p0", shared.clock.wall() + Duration::from_secs(30), "x");
+            .cool("p0", now, now + Duration::from_secs(30), "x");
         shared
             .state
-            .cool("p1", shared.clock.wall() + Duration::from_secs(10), "y");
+            .cool("p1", now, now + Duration::from_secs(10), "y");
         let (called, result) = shared.call(&policy, vec![Ok("b")]);
         assert_eq!((called, result.unwrap().provider), (vec![1], 1));
     }
@@ -1212,7 +1222,7 @@ mod tests {
         // A reserve of one retry in the window: the first call gets it...
         let (called, _) = shared.call(&policy, vec![err(ServerError, Some(500), &[]), Ok("a")]);
         assert_eq!(called, vec![0, 0]);
-        shared.state.recover("p0");
+        shared.state.recover("p0", shared.state.epoch());
         // ...the second fails over at once, the refused retry recorded.
         let (called, result) =
             shared.call(&policy, vec![err(ServerError, Some(500), &[]), Ok("b")]);

@@ -30,9 +30,13 @@ impl Default for RetryBudget {
     }
 }
 
-/// A provider cooling down: until when, and why.
+/// A provider cooling down: since and until when, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cooling {
+    /// The state's epoch when it began: a success of a request sent
+    /// before that ends nothing.
+    pub epoch: u64,
+    pub since: SystemTime,
     pub until: SystemTime,
     pub reason: String,
 }
@@ -42,13 +46,21 @@ pub struct Cooling {
 pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// The cooldown `key` is in at `now`, if any.
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling>;
-    /// Cools `key` until `until` (a later cooldown already set stands).
-    fn cool(&self, key: &str, until: SystemTime, reason: &str);
+    /// Cools `key` from `now` until `until` (a later cooldown already set
+    /// stands). Failures while it is already cooling (calls that were in
+    /// flight when it began) do not count as failing again.
+    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str);
     /// How many times in a row `key` has been cooled for failing, since its
     /// last success (the short cooldown doubles with it).
     fn failures_in_a_row(&self, key: &str) -> u32;
-    /// A success: the cooldown ends, the count of failures too.
-    fn recover(&self, key: &str);
+    /// The current epoch: it moves on with every cooldown that begins. An
+    /// attempt notes it when it is sent.
+    fn epoch(&self) -> u64;
+    /// A success of a request sent at epoch `sent`: the cooldown ends, the
+    /// count of failures too; unless the cooldown began after it was sent (a
+    /// slow answer to an earlier request says nothing about the wait asked
+    /// for).
+    fn recover(&self, key: &str, sent: u64);
     /// A first attempt to `key` at `now`, for the budget.
     fn note_call(&self, key: &str, now: SystemTime, budget: &RetryBudget);
     /// Whether a retry to `key` fits the budget at `now`; if it does, it is
@@ -72,6 +84,7 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct LocalState {
     entries: Mutex<HashMap<String, Entry>>,
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl LocalState {
@@ -101,13 +114,19 @@ impl SharedState for LocalState {
         entries.get(key)?.cooling.clone().filter(|c| c.until > now)
     }
 
-    fn cool(&self, key: &str, until: SystemTime, reason: &str) {
+    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str) {
         self.with(key, |entry| {
-            entry.failures = entry.failures.saturating_add(1);
-            if entry.cooling.as_ref().is_some_and(|c| c.until >= until) {
+            let cooling = entry.cooling.as_ref().filter(|c| c.until > now);
+            if cooling.is_none() {
+                entry.failures = entry.failures.saturating_add(1);
+            }
+            if cooling.is_some_and(|c| c.until >= until) {
                 return;
             }
+            let epoch = self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             entry.cooling = Some(Cooling {
+                epoch: cooling.map_or(epoch, |c| c.epoch),
+                since: cooling.map_or(now, |c| c.since),
                 until,
                 reason: reason.to_string(),
             });
@@ -119,9 +138,16 @@ impl SharedState for LocalState {
         entries.get(key).map_or(0, |e| e.failures)
     }
 
-    fn recover(&self, key: &str) {
+    fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn recover(&self, key: &str, sent: u64) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = entries.get_mut(key) {
+            if entry.cooling.as_ref().is_some_and(|c| c.epoch > sent) {
+                return;
+            }
             entry.cooling = None;
             entry.failures = 0;
         }
@@ -154,6 +180,9 @@ impl SharedState for LocalState {
             .iter()
             .filter_map(|(key, entry)| {
                 let left = entry.cooling.as_ref()?.until.duration_since(now).ok()?;
+                // Whole microseconds: a jittered virtual sleep leaves
+                // nanoseconds of float rounding that no one asked for.
+                let left = Duration::from_micros((left.as_nanos() as f64 / 1e3).round() as u64);
                 (!left.is_zero()).then(|| (key.clone(), left))
             })
             .collect();
@@ -173,18 +202,22 @@ mod tests {
     #[test]
     fn cooldowns_end_at_their_time_or_on_success() {
         let state = LocalState::new();
-        state.cool("a", at(60), "asked for 60s");
+        state.cool("a", at(0), at(60), "asked for 60s");
         assert!(state.cooling("a", at(59)).is_some());
         assert!(state.cooling("a", at(60)).is_none());
-        // A shorter cooldown does not cut a longer one short.
-        state.cool("a", at(10), "short");
+        // A shorter cooldown does not cut a longer one short, and a failure
+        // while cooling (a call already in flight) is not failing again.
+        state.cool("a", at(1), at(10), "short");
         assert_eq!(state.cooling("a", at(30)).unwrap().reason, "asked for 60s");
-        assert_eq!(state.failures_in_a_row("a"), 2);
+        assert_eq!(state.failures_in_a_row("a"), 1);
         assert_eq!(
             state.cooldowns(at(30)),
             vec![("a".to_string(), Duration::from_secs(30))]
         );
-        state.recover("a");
+        // A slow success of a request sent before the cooldown began ends nothing.
+        state.recover("a", 0);
+        assert!(state.cooling("a", at(30)).is_some());
+        state.recover("a", state.epoch());
         assert!(state.cooling("a", at(30)).is_none());
         assert_eq!(state.failures_in_a_row("a"), 0);
     }

@@ -4,6 +4,7 @@
 //! around it (keys from callables, idempotency headers, requests in flight).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -47,7 +48,9 @@ pub(super) struct Inner {
     /// What calls share: cooldowns, the retry budget.
     pub(super) state: Arc<dyn SharedState>,
     /// Requests in flight to each provider (a pool's `least_busy`).
-    pub(super) in_flight: Vec<std::sync::atomic::AtomicUsize>,
+    pub(super) busy: Vec<AtomicUsize>,
+    /// Turns taken, to break ties between equally busy members in rotation.
+    pub(super) turn: AtomicUsize,
 }
 
 /// One call, resolved by the Python side and checked here.
@@ -63,6 +66,8 @@ pub(super) struct Call {
     pub(super) interrupt: Interrupt,
     /// The caller's idempotency key, sent to every provider.
     pub(super) idempotency_key: Option<String>,
+    /// The pool members this call counts as busy at, while it lives.
+    pub(super) _reservations: Vec<Reservation>,
     /// Resolves when Python code run by the call (a sleeper, a hook, a key
     /// callable) raised something that must end it.
     pub(super) interrupted: oneshot::Receiver<PyErr>,
@@ -189,20 +194,59 @@ pub(super) fn used_configs<'a>(
         .collect()
 }
 
-/// One request in flight to a provider, counted while it lives.
-struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+/// A call that chose a pool member first (`least_busy`), counted as busy
+/// at it while the call lives (a stream: until it is closed).
+pub(super) struct Reservation {
+    inner: Arc<Inner>,
+    provider: usize,
+}
 
-impl<'a> InFlight<'a> {
-    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Self(count)
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.inner.busy[self.provider].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+/// Puts each `least_busy` pool's members (contiguous in `chain`) in order
+/// of the calls busy at them, ties in rotation, and reserves the first.
+pub(super) fn order_least_busy(
+    inner: &Arc<Inner>,
+    chain: &mut [usize],
+    groups: &[Vec<usize>],
+) -> Vec<Reservation> {
+    let mut reservations = Vec::new();
+    for group in groups {
+        let Some(start) = chain.iter().position(|i| group.contains(i)) else {
+            continue;
+        };
+        let end = (start + group.len()).min(chain.len());
+        let members = &mut chain[start..end];
+        let n = members.len().max(1);
+        let turn = inner.turn.fetch_add(1, Ordering::Relaxed) % n;
+        let mut ranked: Vec<(usize, usize, usize)> = members
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| {
+                (
+                    inner.busy[i].load(Ordering::Relaxed),
+                    (pos + n - turn) % n,
+                    i,
+                )
+            })
+            .collect();
+        ranked.sort_unstable();
+        for (slot, (_, _, i)) in members.iter_mut().zip(ranked) {
+            *slot = i;
+        }
+        if let Some(&first) = members.first() {
+            inner.busy[first].fetch_add(1, Ordering::Relaxed);
+            reservations.push(Reservation {
+                inner: Arc::clone(inner),
+                provider: first,
+            });
+        }
     }
+    reservations
 }
 
 /// A provider's key in the shared state: its name, with the model when a
@@ -289,8 +333,6 @@ pub(super) async fn run_engine(
     let used = used_configs(inner, &call.chain, &call.job);
     let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
     let keys: Vec<&KeySource> = call.chain.iter().map(|&i| &inner.keys[i]).collect();
-    let in_flight: Vec<&std::sync::atomic::AtomicUsize> =
-        call.chain.iter().map(|&i| &inner.in_flight[i]).collect();
     let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
@@ -338,6 +380,10 @@ pub(super) async fn run_engine(
         })
         .collect();
     let mut tries = vec![0u32; configs.len()];
+    if let Some(broken) = &resume {
+        // A restart is a retry: the broken attempt and those before it count.
+        tries[broken.provider] = broken.retries_done + 1;
+    }
     let run = engine::run_from(
         &spec,
         resume,
@@ -367,13 +413,20 @@ pub(super) async fn run_engine(
             let retry_count = tries[index];
             tries[index] += 1;
             let sent = sent.map(|mut sent| {
-                sent.headers
-                    .push(("idempotency-key".into(), idempotency_keys[index].clone()));
-                sent.headers
-                    .push(("x-retry-count".into(), retry_count.to_string()));
+                // A header the caller set (on the provider or the call) wins.
+                let given = |headers: &[(String, String)], name: &str| {
+                    headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+                };
+                if !given(&sent.headers, "idempotency-key") {
+                    sent.headers
+                        .push(("idempotency-key".into(), idempotency_keys[index].clone()));
+                }
+                if !given(&sent.headers, "x-retry-count") {
+                    sent.headers
+                        .push(("x-retry-count".into(), retry_count.to_string()));
+                }
                 sent
             });
-            let counter = in_flight[index];
             async move {
                 let sent = match sent {
                     Ok(sent) => sent,
@@ -382,7 +435,6 @@ pub(super) async fn run_engine(
                     // outcome the engine could act on (fail over, call the next).
                     Err(None) => std::future::pending().await,
                 };
-                let _in_flight = InFlight::new(counter);
                 providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
             }
         },

@@ -117,7 +117,8 @@ impl NativeClient {
                 proxy_secrets,
                 emit,
                 state: Arc::new(LocalState::new()),
-                in_flight: (0..count).map(|_| Default::default()).collect(),
+                busy: (0..count).map(|_| Default::default()).collect(),
+                turn: Default::default(),
             }),
         })
     }
@@ -190,10 +191,11 @@ impl NativeClient {
         self.run_async(py, locals, call)
     }
 
-    /// Requests in flight to each provider, in configuration order.
+    /// Calls busy at each provider (those that chose it first in a
+    /// `least_busy` pool), in configuration order.
     fn in_flight(&self) -> Vec<usize> {
         self.inner
-            .in_flight
+            .busy
             .iter()
             .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
             .collect()
@@ -319,10 +321,16 @@ impl NativeClient {
             temperature: args.temperature,
             model: text_arg("model", args.model.as_ref())?,
         };
+        let mut chain = args.chain;
+        let reservations = match &args.least_busy {
+            Some(groups) => super::call::order_least_busy(&self.inner, &mut chain, groups),
+            None => Vec::new(),
+        };
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
+            reservations,
             emit: args.emit,
-            chain: args.chain,
+            chain,
             policy: &args.policy.policy,
             timeout: args.timeout,
             deadline: args.deadline,
@@ -359,10 +367,16 @@ impl NativeClient {
                 reasons.join("; ")
             )));
         }
+        let mut chain = args.chain;
+        let reservations = match &args.least_busy {
+            Some(groups) => super::call::order_least_busy(&self.inner, &mut chain, groups),
+            None => Vec::new(),
+        };
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
+            reservations,
             emit: args.emit,
-            chain: args.chain,
+            chain,
             policy: &args.policy.policy,
             timeout: args.timeout,
             deadline: args.deadline,
@@ -396,6 +410,7 @@ impl NativeClient {
             interrupt,
             interrupted,
             idempotency_key: args.idempotency_key,
+            _reservations: args.reservations,
         })
     }
 }
@@ -403,6 +418,7 @@ impl NativeClient {
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
     idempotency_key: Option<String>,
+    reservations: Vec<super::call::Reservation>,
     emit: Option<Py<PyAny>>,
     chain: Vec<usize>,
     policy: &'a RetryPolicy,

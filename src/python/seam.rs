@@ -113,6 +113,9 @@ pub struct CallArgs<'py> {
     pub idempotency_key: Option<String>,
     /// The events emitter of a `with_options()` client; `None`: the client's.
     pub emit: Option<Py<PyAny>>,
+    /// The `least_busy` pools in the chain (their members' indexes), ordered
+    /// by the native side.
+    pub least_busy: Option<Vec<Vec<usize>>>,
 }
 
 /// One embeddings call's arguments (`failover._seam.EmbedArgs`).
@@ -130,6 +133,7 @@ pub struct EmbedArgs<'py> {
     pub headers: Option<Vec<(String, String)>>,
     pub idempotency_key: Option<String>,
     pub emit: Option<Py<PyAny>>,
+    pub least_busy: Option<Vec<Vec<usize>>>,
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
