@@ -6,6 +6,7 @@
 
 pub mod conversation;
 pub mod engine;
+pub mod fleet;
 pub mod http;
 pub mod providers;
 pub mod stream;

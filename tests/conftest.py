@@ -43,3 +43,42 @@ def openai(server: MockServer, **kwargs: Any) -> failover.OpenAICompatible:
 
 def anthropic(server: MockServer, **kwargs: Any) -> failover.Anthropic:
     return failover.Anthropic(model="claude-haiku-4-5", base_url=server.url, api_key=KEY, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real redis-server on a free loopback port for the suite (`make test` runs it
+    here; `.ci/run` installs Debian's package when it is missing)."""
+    yield from _redis_server()
+
+
+def _redis_server() -> Iterator[str]:
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no redis-server on this machine (`.ci/run` installs Debian's package)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                    break
+            except OSError:
+                time.sleep(0.02)
+        else:
+            pytest.skip("redis-server did not start")
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)

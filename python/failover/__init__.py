@@ -26,6 +26,7 @@ from ._exceptions import (
     ServerError,
     StreamInterrupted,
 )
+from ._fleet import RedisState
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall
 from ._native import __version__
@@ -83,6 +84,7 @@ __all__ = [
     "ProviderOverloaded",
     "ProviderTimeout",
     "RateLimited",
+    "RedisState",
     "Response",
     "RetryBudget",
     "RetryPolicy",

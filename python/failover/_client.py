@@ -10,6 +10,7 @@ from . import _native, _sleep
 from ._checks import accepts, count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
+from ._fleet import RedisState
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _checked_headers, _display_url, _url_problem
@@ -296,6 +297,7 @@ class Client:
         verify: Union[bool, str] = True,
         http2: bool = True,
         max_idle_connections: Optional[int] = None,
+        state: Optional[RedisState] = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -324,6 +326,10 @@ class Client:
         _check_on_event(on_event)
         if not isinstance(http2, bool):
             raise ConfigurationError(f"http2 must be True or False, got {http2!r}")
+        if state is not None and not isinstance(state, RedisState):
+            raise ConfigurationError(
+                f"state must be None (in-process) or a RedisState, got {state!r}"
+            )
         if max_idle_connections is not None:
             max_idle_connections = count(
                 "max_idle_connections", max_idle_connections, maximum=_MAX_IDLE_CONNECTIONS
@@ -370,7 +376,10 @@ class Client:
         )
         specs = [p._spec(name) for name, p in self._providers.items()]
         self._native = _native.NativeClient(
-            providers=specs, transport=transport, emit=_emitter(on_event)
+            providers=specs,
+            transport=transport,
+            emit=_emitter(on_event),
+            state=state._native if state is not None else None,
         )
         #: The on_event of a client made by with_options(); None: the native one's.
         self._emit: Any = None

@@ -117,6 +117,9 @@ def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], N
 
         logger = logging.getLogger("failover")
         event: Event
+        if kind == "Notice":
+            logger.warning("%s", fields["text"])
+            return
         if kind == "Skipped":
             # Logged only: a skip is no event.
             logger.info(

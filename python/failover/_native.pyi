@@ -17,6 +17,7 @@ __all__ = [
     "NativeClient",
     "NativeMockServer",
     "NativePolicy",
+    "NativeRedisState",
     "NativeStream",
     "ResponseData",
     "ToolCallData",
@@ -168,6 +169,10 @@ class NativeStream:
     def time_to_first_token(self) -> float | None: ...
 
 @final
+class NativeRedisState:
+    def __new__(cls, *, url: str, prefix: str, timeout: float) -> NativeRedisState: ...
+
+@final
 class NativeClient:
     def __new__(
         cls,
@@ -175,6 +180,7 @@ class NativeClient:
         providers: list[ProviderSpec],
         transport: TransportSpec,
         emit: Callable[[str, dict[str, Any]], None],
+        state: NativeRedisState | None = None,
     ) -> NativeClient: ...
     def prompt(self, args: CallArgs) -> ResponseData: ...
     def prompt_async(self, args: CallArgs) -> Awaitable[ResponseData]: ...

@@ -68,6 +68,15 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool;
     /// Every cooldown still running at `now`, by key.
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
+    /// Waits (briefly) until the state is current, before a call reads it:
+    /// a fleet-wide store's first read. In process: at once.
+    fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
+    /// Something to tell the caller once (a fleet-wide store lost or back).
+    fn take_notice(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Debug, Default)]

@@ -439,6 +439,8 @@ pub(super) async fn run_engine(
             }
         },
     );
+    // A fleet-wide state's first read, bounded by its timeout.
+    inner.state.settle().await;
     let interrupted = &mut call.interrupted;
     let result = tokio::select! {
         biased;
@@ -449,6 +451,9 @@ pub(super) async fn run_engine(
     // asked to end the call (a FakeSleeper never yields): the interrupt wins.
     if let Ok(error) = interrupted.try_recv() {
         return Err(error);
+    }
+    if let Some(notice) = inner.state.take_notice() {
+        Python::attach(|py| events.send_notice(py, &notice));
     }
     Ok(result)
 }

@@ -38,12 +38,13 @@ pub struct NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (*, providers, transport, emit))]
+    #[pyo3(signature = (*, providers, transport, emit, state=None))]
     fn new(
         py: Python<'_>,
         providers: Vec<ProviderSpec<'_>>,
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
+        state: Option<PyRef<'_, super::fleet::NativeRedisState>>,
     ) -> PyResult<Self> {
         let count = providers.len();
         let mut configs = Vec::with_capacity(providers.len());
@@ -116,7 +117,10 @@ impl NativeClient {
                 transport: RwLock::new(Some(transport)),
                 proxy_secrets,
                 emit,
-                state: Arc::new(LocalState::new()),
+                state: match state {
+                    Some(fleet) => fleet.shared(),
+                    None => Arc::new(LocalState::new()),
+                },
                 busy: (0..count).map(|_| Default::default()).collect(),
                 turn: Default::default(),
             }),

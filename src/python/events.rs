@@ -112,6 +112,15 @@ impl EventTarget {
         }
     }
 
+    /// A notice for the log only (a fleet-wide state lost or back).
+    pub fn send_notice(&self, py: Python<'_>, text: &str) {
+        let fields = pyo3::types::PyDict::new(py);
+        match fields.set_item("text", text) {
+            Ok(()) => self.send(py, "Notice", fields.into_any()),
+            Err(e) => e.write_unraisable(py, None),
+        }
+    }
+
     /// `CallFailed`, once, when a call ends in `error`.
     pub fn send_call_failed(
         &self,

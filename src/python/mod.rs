@@ -9,6 +9,7 @@ mod clock;
 mod convert;
 mod errors;
 mod events;
+mod fleet;
 mod mock;
 mod runtime;
 mod seam;
@@ -128,6 +129,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::ResponseData>()?;
     m.add_class::<seam::EmbeddingsData>()?;
     m.add_class::<stream::NativeStream>()?;
+    m.add_class::<fleet::NativeRedisState>()?;
     m.add_class::<stream::ChunkData>()?;
     m.add_class::<seam::AttemptData>()?;
     m.add_class::<seam::ToolCallData>()?;
