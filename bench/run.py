@@ -23,6 +23,8 @@ import math
 import os
 import platform
 import random
+import shutil
+import socket
 import statistics
 import struct
 import subprocess
@@ -813,14 +815,15 @@ def text_script(server: MockServer, wire: str) -> Callable[[int], None]:
     return script
 
 
-def retry_script(server: MockServer) -> Callable[[int], None]:
+def retry_script(server: MockServer, status: int = 429) -> Callable[[int], None]:
     error = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+    headers = {"retry-after": "1"} if status == 429 else {}
 
     def script(calls: int) -> None:
         if server.pending:
             raise RuntimeError(f"{server.pending} scripted answers left over")
         for _ in range(calls):
-            server.push(429, headers={"retry-after": "1"}, json=error)
+            server.push(status, headers=headers, json=error)
             server.push_text(TEXT, wire="openai")
 
     return script
@@ -1262,6 +1265,80 @@ def section_retry(cfg: Config) -> str:
     return table(["case", "answers", *CALL_HEADERS[2:-1], "vs the 200 path"], rows)
 
 
+def _redis_server() -> tuple[Any, str] | None:
+    """A redis-server on a free loopback port, or None when the machine has none."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                return process, f"redis://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.02)
+    process.kill()
+    return None
+
+
+def section_state(cfg: Config) -> str:
+    """failover alone: the per-call cost of fleet state on a local Redis, next to the
+    in-process state: a 200 (warm: the mirror is current), a 500 then a 200 (the retry asks
+    Redis's budget script, one round trip), and a fresh client's first call (cold: it waits
+    for the first read of the fleet's cooldowns)."""
+    started = _redis_server()
+    if started is None:
+        return "_skipped: no redis-server on this machine_"
+    process, url = started
+    warmup = min(cfg.warmup, 20)
+    servers = [MockServer() for _ in range(4)]
+    sleeper = FakeSleeper()
+
+    def client(server: MockServer, state: Any = None) -> failover.Client:
+        provider = failover.OpenAICompatible(model=OPENAI_MODEL, base_url=server.url, api_key=KEY)
+        return failover.Client({"p": provider}, sleeper=sleeper, state=state)
+
+    local = client(servers[0])
+    fleet = client(servers[1], failover.RedisState(url, prefix="bench"))
+    fleet_retry = client(servers[2], failover.RedisState(url, prefix="bench-retry"))
+    names = ("in-process state, 200", "RedisState, 200 (warm)", "RedisState, 500 then 200")
+    contenders = [
+        Contender(Result(names[0]), servers[0], text_script(servers[0], "openai")),
+        Contender(Result(names[1]), servers[1], text_script(servers[1], "openai")),
+        Contender(Result(names[2]), servers[2], retry_script(servers[2], status=500)),
+    ]
+    contenders[0].sync_call = lambda: local.prompt("Hi").text
+    contenders[1].sync_call = lambda: fleet.prompt("Hi").text
+    contenders[2].sync_call = lambda: fleet_retry.prompt("Hi").text
+    time.sleep(0.2)  # the mirrors' first reads
+    run_sync(contenders, min(cfg.n, 500), warmup, cfg.rounds)
+    # Cold: each a fresh client and state, timed on its first call.
+    cold = Result("RedisState, a fresh client's first call (cold)")
+    for i in range(min(cfg.n, 30)):
+        servers[3].push_text("Hello")
+        fresh = client(servers[3], failover.RedisState(url, prefix=f"bench-cold-{i}"))
+        t0 = time.perf_counter_ns()
+        fresh.prompt("Hi")
+        cold.samples_ns.append(time.perf_counter_ns() - t0)
+        cold.calls += 1
+        cold.total_ns += cold.samples_ns[-1]
+    for server in servers:
+        server.close()
+    process.kill()
+    results = [c.result for c in contenders] + [cold]
+    return table(
+        ["case", "client", *CALL_HEADERS[2:-1], "vs in-process"],
+        result_rows("failover, sync", results, names[0]),
+    )
+
+
 def import_times(
     modules: Sequence[str], reps: int
 ) -> tuple[dict[str, list[float]], dict[str, str], float]:
@@ -1466,6 +1543,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(stream_bar, flush=True)
     print("\n## Retry path: 429 with retry-after: 1, then 200, with a FakeSleeper\n")
     print(section_retry(cfg), flush=True)
+    print("\n## Fleet state: RedisState on a local redis-server, next to in-process state\n")
+    print(section_state(cfg), flush=True)
     imports, start_ms = section_imports(cfg)
     print(f"\n## Import time (fresh interpreter each; `python -c pass` takes {start_ms:.0f} ms)\n")
     print(imports)
