@@ -125,6 +125,10 @@ pub struct Failure {
     /// Only this can be the deadline cutting an attempt short; a 408 or a
     /// connect timeout is the provider's failure.
     pub out_of_time: bool,
+    /// The body broke off after the status line arrived. The default policy
+    /// treats it as a server error of that status; the openai preset, as a
+    /// connection failure with no response (as httpx reports it).
+    pub cut_short: bool,
 }
 
 impl Failure {
@@ -138,6 +142,7 @@ impl Failure {
             message: message.into(),
             request_id: None,
             out_of_time: false,
+            cut_short: false,
         }
     }
 
@@ -145,6 +150,7 @@ impl Failure {
     pub fn out_of_time(message: impl Into<String>) -> Self {
         Self {
             out_of_time: true,
+            cut_short: false,
             ..Self::without_response(ErrorKind::Timeout, message)
         }
     }

@@ -508,6 +508,7 @@ mod tests {
             message: format!("{kind:?}"),
             request_id: None,
             out_of_time: false,
+            cut_short: false,
         })
     }
 

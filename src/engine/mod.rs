@@ -6,6 +6,7 @@ pub mod classify;
 pub mod clock;
 pub mod failover;
 pub mod hints;
+pub mod openai_python;
 pub mod policy;
 pub mod state;
 

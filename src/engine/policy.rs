@@ -435,6 +435,7 @@ impl RetryPolicy {
             return give_up("2 retries used");
         }
         let wanted = match (hints::should_retry(&f.headers), f.status) {
+            _ if f.cut_short => true,
             (Some(flag), Some(_)) => flag,
             (_, Some(st)) => matches!(st, 408 | 409 | 429) || st >= 500,
             (_, None) => matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection),
@@ -446,7 +447,13 @@ impl RetryPolicy {
             let reason = "openai: backoff".to_string();
             Verdict::retry(self.backoff.delay(s.retries_done, unit), reason)
         };
-        match python_float_wait(&f.headers, s.now) {
+        // httpx reports a body cut off after the headers as a protocol
+        // error: no response, so no hint, and backed off like a lost
+        // connection whatever the status was.
+        if f.cut_short {
+            return backoff();
+        }
+        match super::openai_python::wait(&f.headers, s.now) {
             Some(v) if v.is_finite() && v > MAX_HINT_SECS => {
                 give_up("the server wait is over 120s")
             }
@@ -483,21 +490,6 @@ impl Verdict {
             reason,
         }
     }
-}
-
-/// openai-python's `_parse_retry_after_header`: `float(retry-after-ms) / 1000`,
-/// then `float(retry-after)`, then an HTTP-date relative to now.
-fn python_float_wait(headers: &hints::Headers, now: SystemTime) -> Option<f64> {
-    let float = |v: &str| v.trim().replace('_', "").parse::<f64>().ok();
-    if let Some(ms) = headers.get("retry-after-ms").and_then(float) {
-        return Some(ms / 1000.0);
-    }
-    let value = headers.get("retry-after")?;
-    if let Some(s) = float(value) {
-        return Some(s);
-    }
-    let at = hints::rfc2822(value).or_else(|| httpdate::parse_http_date(value.trim()).ok())?;
-    Some(signed_secs(at, now))
 }
 
 /// Seconds from `now` until `at`, negative when `at` is past (as both
@@ -568,6 +560,7 @@ mod tests {
             message: String::new(),
             request_id: None,
             out_of_time: false,
+            cut_short: false,
         }
     }
 

@@ -291,6 +291,7 @@ fn truncated(status: u16, headers: Headers, message: String) -> Failure {
         message,
         request_id: None,
         out_of_time: false,
+        cut_short: true,
     }
 }
 

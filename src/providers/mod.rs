@@ -672,6 +672,7 @@ fn malformed(
         message: format!("malformed response body from {}: {why}", provider.name),
         request_id: answer.request_id,
         out_of_time: false,
+        cut_short: false,
     }
 }
 
@@ -766,6 +767,7 @@ fn error_failure(
         message,
         request_id,
         out_of_time: false,
+        cut_short: false,
     }
 }
 

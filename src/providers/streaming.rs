@@ -377,6 +377,7 @@ impl LiveStream {
             ),
             request_id: self.request_id.clone(),
             out_of_time: false,
+            cut_short: false,
         }
     }
 
@@ -423,6 +424,7 @@ impl LiveStream {
             message: redact(&message, &self.secrets),
             request_id: self.request_id.clone(),
             out_of_time: false,
+            cut_short: false,
         }
     }
 }

@@ -1,0 +1,270 @@
+//! How openai-python reads a wait hint, for `RetryPolicy.openai()`: its
+//! `_parse_retry_after_header` over Python's own `float()` and
+//! `email.utils.parsedate_tz`, ported rule for rule (openai-python 3.57,
+//! CPython 3.11's `email/_parseaddr.py`). Only the preset uses it; the
+//! default policy keeps its stricter reading (`hints.rs`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::hints::Headers;
+
+/// What openai-python's `httpx` headers give for `name`: every value,
+/// joined with `", "` (two `retry-after` headers become `"1, 2"`).
+fn joined(headers: &Headers, name: &str) -> Option<String> {
+    let values: Vec<&str> = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v)
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
+/// Python's `float(text)`: surrounding whitespace, a sign, an underscore
+/// only between two digits, `inf`/`infinity`/`nan` in any case. A decimal
+/// too large for a float is `inf` in Python too; `overflowed` says which.
+fn python_float(text: &str) -> Option<(f64, bool)> {
+    let t = text.trim();
+    let bytes = t.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let before = i > 0 && bytes[i - 1].is_ascii_digit();
+            let after = bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+            if !(before && after) {
+                return None;
+            }
+        }
+    }
+    let cleaned = t.replace('_', "");
+    let value = cleaned.parse::<f64>().ok()?;
+    let unsigned = cleaned.trim_start_matches(['+', '-']).to_ascii_lowercase();
+    let literal = unsigned == "inf" || unsigned == "infinity";
+    Some((value, value.is_infinite() && !literal))
+}
+
+/// What a hint too large for a float comes to under openai-python: over its
+/// 120 s bound, so never retried.
+const OVERFLOW: f64 = 121.0;
+
+/// openai-python's `_parse_retry_after_header`: `retry-after-ms` / 1000,
+/// else `retry-after` as seconds, else as an HTTP-date minus now. A number
+/// that overflows a float is 121 s here, as openai-python ends up treating
+/// it (over its 120 s bound: never retried); a literal `inf` stays `inf`.
+pub fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
+    if let Some((ms, overflowed)) = joined(headers, "retry-after-ms")
+        .as_deref()
+        .and_then(python_float)
+    {
+        return Some(if overflowed { OVERFLOW } else { ms / 1000.0 });
+    }
+    let value = joined(headers, "retry-after")?;
+    if let Some((secs, overflowed)) = python_float(&value) {
+        return Some(if overflowed { OVERFLOW } else { secs });
+    }
+    let at = parsedate_tz(&value)?;
+    Some(match at.duration_since(now) {
+        Ok(ahead) => ahead.as_secs_f64(),
+        Err(behind) => -behind.duration().as_secs_f64(),
+    })
+}
+
+const MONTHS: [&str; 24] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec", "january",
+    "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december",
+];
+const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+fn zone(name: &str) -> Option<i64> {
+    Some(match name {
+        "UT" | "UTC" | "GMT" | "Z" => 0,
+        "AST" => -400,
+        "ADT" => -300,
+        "EST" => -500,
+        "EDT" => -400,
+        "CST" => -600,
+        "CDT" => -500,
+        "MST" => -700,
+        "MDT" => -600,
+        "PST" => -800,
+        "PDT" => -700,
+        _ => return None,
+    })
+}
+
+/// `email.utils.parsedate_tz` (then `mktime_tz`), as a time: lenient on
+/// weekdays, month names and order, two-digit years, dots in the time and
+/// zones; an unknown zone is UTC. `None` where Python gives `None`.
+pub fn parsedate_tz(text: &str) -> Option<SystemTime> {
+    let mut data: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    if data.is_empty() {
+        return None;
+    }
+    if data[0].ends_with(',') || DAYS.contains(&data[0].to_lowercase().as_str()) {
+        data.remove(0);
+    } else if let Some(i) = data[0].rfind(',') {
+        data[0] = data[0][i + 1..].to_string();
+    }
+    if data.len() == 3 {
+        let stuff: Vec<String> = data[0].split('-').map(str::to_string).collect();
+        if stuff.len() == 3 {
+            data = stuff.into_iter().chain(data[1..].iter().cloned()).collect();
+        }
+    }
+    if data.len() == 4 {
+        let s = data[3].clone();
+        let i = s.find('+').or_else(|| s.find('-'));
+        match i {
+            Some(i) if i > 0 => {
+                data.truncate(3);
+                data.push(s[..i].to_string());
+                data.push(s[i..].to_string());
+            }
+            _ => data.push(String::new()),
+        }
+    }
+    if data.len() < 5 {
+        return None;
+    }
+    let (mut dd, mut mm, mut yy, mut tm, mut tz) = (
+        data[0].clone(),
+        data[1].to_lowercase(),
+        data[2].clone(),
+        data[3].clone(),
+        data[4].clone(),
+    );
+    if dd.is_empty() || mm.is_empty() || yy.is_empty() {
+        return None;
+    }
+    if !MONTHS.contains(&mm.as_str()) {
+        (dd, mm) = (mm, dd.to_lowercase());
+        if !MONTHS.contains(&mm.as_str()) {
+            return None;
+        }
+    }
+    let mut month = MONTHS.iter().position(|m| *m == mm)? as u32 + 1;
+    if month > 12 {
+        month -= 12;
+    }
+    if dd.ends_with(',') {
+        dd.pop();
+    }
+    if yy.find(':').is_some_and(|i| i > 0) {
+        std::mem::swap(&mut yy, &mut tm);
+    }
+    if yy.ends_with(',') {
+        yy.pop();
+        if yy.is_empty() {
+            return None;
+        }
+    }
+    if !yy.chars().next()?.is_ascii_digit() {
+        std::mem::swap(&mut yy, &mut tz);
+    }
+    if tm.ends_with(',') {
+        tm.pop();
+    }
+    let mut parts: Vec<&str> = tm.split(':').collect();
+    if parts.len() == 1 && tm.contains('.') {
+        parts = tm.split('.').collect();
+        if parts.len() != 2 && parts.len() != 3 {
+            return None;
+        }
+    }
+    let (thh, tmm, tss) = match parts.as_slice() {
+        [h, m] => (*h, *m, "0"),
+        [h, m, s] => (*h, *m, *s),
+        _ => return None,
+    };
+    // Python's int(): whitespace, a sign, digits with underscores between them.
+    let int = |s: &str| -> Option<i64> {
+        let t = s.trim();
+        let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+        let well_formed = !digits.is_empty()
+            && digits.split('_').all(|run| !run.is_empty() && run.bytes().all(|b| b.is_ascii_digit()));
+        if !well_formed {
+            return None;
+        }
+        t.replace('_', "").parse::<i64>().ok()
+    };
+    let (mut year, day, hour, minute, second) = (int(&yy)?, int(&dd)?, int(thh)?, int(tmm)?, int(tss)?);
+    if year < 100 {
+        year += if year > 68 { 1900 } else { 2000 };
+    }
+    let tz = tz.to_uppercase();
+    let mut offset = zone(&tz).or_else(|| tz.parse::<i64>().ok());
+    if offset == Some(0) && tz.starts_with('-') {
+        offset = None;
+    }
+    let offset_secs = offset.map_or(0, |o| {
+        let (sign, o) = if o < 0 { (-1, -o) } else { (1, o) };
+        sign * ((o / 100) * 3600 + (o % 100) * 60)
+    });
+    // mktime_tz: the fields as UTC, minus the offset (an unknown zone: UTC).
+    let days = days_from_civil(year, month, day)?;
+    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_secs;
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm); a day past the month's end rolls over, as `calendar.timegm`
+/// does.
+fn days_from_civil(year: i64, month: u32, day: i64) -> Option<i64> {
+    let (y, m) = if month <= 2 {
+        (year - 1, i64::from(month) + 9)
+    } else {
+        (year, i64::from(month) - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unix(t: SystemTime) -> u64 {
+        t.duration_since(UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    #[test]
+    fn floats_as_python_reads_them() {
+        assert_eq!(python_float("1_5"), Some((15.0, false)));
+        for not_a_number in ["1_", "_1", "1__5", "", "1,2", "0x10"] {
+            assert_eq!(python_float(not_a_number), None, "{not_a_number}");
+        }
+        assert_eq!(python_float(" 2.5 "), Some((2.5, false)));
+        assert_eq!(python_float("1e400"), Some((f64::INFINITY, true)));
+        assert_eq!(python_float("-Infinity"), Some((f64::NEG_INFINITY, false)));
+        assert!(python_float("nan").unwrap().0.is_nan());
+    }
+
+    #[test]
+    fn dates_as_parsedate_tz_reads_them() {
+        let at = |s: &str| parsedate_tz(s).map(unix);
+        let noon = Some(1_750_075_200); // 2025-06-16 12:00:00 UTC
+        for s in [
+            "Mon, 16 Jun 2025 12:00:00 GMT",
+            "Mon 16 Jun 2025 12:00:00 GMT",
+            "16 June 2025 12:00:00 GMT",
+            "Jun 16 2025 12:00:00 GMT",
+            "16 Jun 2025 12.00.00 GMT",
+            "16 Jun 2025 12:00:00 CET",
+            "16 Jun 2025 12:00:00 +00:00",
+            "16 Jun 25 12:00:00 GMT",
+            "16 Jun 2025 12:00 GMT",
+            "Monday, 16-Jun-2025 12:00:00 GMT",
+        ] {
+            assert_eq!(at(s), noon, "{s}");
+        }
+        assert_eq!(at("16 Jun 2025 9:00:00 -0300"), noon);
+        assert_eq!(at("16 Jun 2025 14:00:00 +0200"), noon);
+        assert_eq!(at("16 Jun 2025 07:00:00 EST"), noon);
+        for s in ["", "soon", "16 Foo 2025 12:00:00 GMT", "16 Jun 2025"] {
+            assert_eq!(at(s), None, "{s}");
+        }
+    }
+}

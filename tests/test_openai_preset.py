@@ -1,0 +1,145 @@
+"""`RetryPolicy.openai()` on openai-python's edge cases (openai-python 3.57's
+`_base_client.py`: `_parse_retry_after_header`, `_should_retry`,
+`_calculate_retry_timeout`, and `send`, which reads the whole body before deciding).
+Each case: the requests and sleeps openai-python makes, through the public API."""
+
+from __future__ import annotations
+
+import email.utils
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+from conftest import openai
+
+SLOW = {"error": {"message": "slow down"}}
+OPENAI = failover.RetryPolicy.openai()
+
+
+def run(mock_server: MockServer, *scripted: dict[str, Any]) -> tuple[int, list[float], Any]:
+    """Plays ``scripted`` pushes (then 200s), calls once under the preset with a single
+    provider; returns (requests made, sleeps, the answer or the error)."""
+    for push in scripted:
+        mock_server.push(**push)
+    for _ in range(3):
+        mock_server.push_text("ok")
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, retry=OPENAI, sleeper=sleeper)
+    try:
+        outcome: Any = client.prompt("Hi")
+    except failover.FailoverError as exc:
+        outcome = exc
+    return len(mock_server.requests), sleeper.sleeps, outcome
+
+
+def backed_off(sleeps: list[float], retries: int) -> bool:
+    """openai's backoff: min(0.5 * 2**n, 8) * (1 - 0.25 * U)."""
+    return len(sleeps) == retries and all(
+        0.75 * min(0.5 * 2**n, 8) <= s <= min(0.5 * 2**n, 8) for n, s in enumerate(sleeps)
+    )
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+def test_a_number_that_overflows_a_float_is_never_retried(
+    mock_server: MockServer, header: str
+) -> None:
+    # float("1e400") overflows; openai-python ends up at 121 s: over its 120 s bound.
+    requests, sleeps, outcome = run(
+        mock_server, {"status": 429, "headers": {header: "1e400"}, "json": SLOW}
+    )
+    assert (requests, sleeps) == (1, [])
+    assert isinstance(outcome, failover.RateLimited)
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize("value", ["inf", "Infinity", "nan"])
+def test_a_literal_inf_or_nan_is_backed_off(mock_server: MockServer, value: str) -> None:
+    requests, sleeps, outcome = run(
+        mock_server, {"status": 429, "headers": {"retry-after": value}, "json": SLOW}
+    )
+    assert requests == 2 and backed_off(sleeps, 1), sleeps
+    assert isinstance(outcome, failover.Response)
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize(
+    ("value", "wait"), [("1_5", 15.0), ("1_", None), ("_1", None), ("1__5", None)]
+)
+def test_numbers_follow_pythons_float_grammar(
+    mock_server: MockServer, value: str, wait: float | None
+) -> None:
+    requests, sleeps, _ = run(
+        mock_server, {"status": 429, "headers": {"retry-after": value}, "json": SLOW}
+    )
+    assert requests == 2
+    assert sleeps == [wait] if wait is not None else backed_off(sleeps, 1), sleeps
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_repeated_headers_are_joined_before_parsing(mock_server: MockServer) -> None:
+    # httpx joins them: "1, 2" is neither a number nor a date.
+    requests, sleeps, _ = run(
+        mock_server,
+        {"status": 429, "headers": [("retry-after", "1"), ("retry-after", "2")], "json": SLOW},
+    )
+    assert requests == 2 and backed_off(sleeps, 1), sleeps
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize(
+    "form",
+    [
+        "%d %B %Y %H:%M:%S GMT",  # full month name
+        "%b %d %Y %H:%M:%S GMT",  # month before day
+        "%a %d %b %Y %H:%M:%S GMT",  # weekday without a comma
+        "%d %b %Y %H.%M.%S GMT",  # dots in the time
+        "%d %b %Y %H:%M:%S CET",  # an unknown zone: UTC
+        "%d %b %Y %H:%M:%S +00:00",
+    ],
+)
+def test_lenient_dates_are_read_as_parsedate_tz_reads_them(
+    mock_server: MockServer, form: str
+) -> None:
+    import time
+
+    sleeper = FakeSleeper()
+    at = time.strftime(form, time.gmtime(sleeper.time() + 5))
+    assert email.utils.parsedate_tz(at) is not None, at  # Python reads it
+    mock_server.push(429, headers={"retry-after": at}, json=SLOW)
+    mock_server.push_text("ok")
+    client = failover.Client({"a": openai(mock_server)}, retry=OPENAI, sleeper=sleeper)
+    client.prompt("Hi")
+    [slept] = sleeper.sleeps
+    assert 4.0 <= slept <= 5.0, (at, slept)
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize(("status", "headers"), [(200, {}), (400, {}), (429, {"retry-after": "5"})])
+def test_a_body_cut_off_after_the_headers_is_a_lost_connection(
+    mock_server: MockServer, status: int, headers: dict[str, str]
+) -> None:
+    # httpx raises a protocol error for the cut body: retried with backoff whatever
+    # the status, its headers never read.
+    body = b'{"choices": [{"message": {"content": "never whole"}}]}'
+    for _ in range(3):
+        mock_server.push(status, headers=headers, body=body, fault="cut:10")
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, retry=OPENAI, sleeper=sleeper)
+    with pytest.raises(failover.FailoverError):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 3
+    assert backed_off(sleeper.sleeps, 2), sleeper.sleeps
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_the_default_policy_keeps_its_own_rules(mock_server: MockServer) -> None:
+    mock_server.push(429, headers={"retry-after": "1_5"}, json=SLOW)
+    mock_server.push_text("ok")
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    client.prompt("Hi")
+    assert sleeper.sleeps != [15.0]
