@@ -68,9 +68,30 @@ pub fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
 }
 
 const MONTHS: [&str; 24] = [
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec", "january",
-    "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "may",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "oct",
+    "nov",
+    "dec",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
@@ -180,13 +201,16 @@ pub fn parsedate_tz(text: &str) -> Option<SystemTime> {
         let t = s.trim();
         let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
         let well_formed = !digits.is_empty()
-            && digits.split('_').all(|run| !run.is_empty() && run.bytes().all(|b| b.is_ascii_digit()));
+            && digits
+                .split('_')
+                .all(|run| !run.is_empty() && run.bytes().all(|b| b.is_ascii_digit()));
         if !well_formed {
             return None;
         }
         t.replace('_', "").parse::<i64>().ok()
     };
-    let (mut year, day, hour, minute, second) = (int(&yy)?, int(&dd)?, int(thh)?, int(tmm)?, int(tss)?);
+    let (mut year, day, hour, minute, second) =
+        (int(&yy)?, int(&dd)?, int(thh)?, int(tmm)?, int(tss)?);
     if year < 100 {
         year += if year > 68 { 1900 } else { 2000 };
     }
