@@ -1,77 +1,112 @@
 //! Fleet-wide state on Redis: the engine's [`SharedState`] shared by every
-//! client with the same URL and prefix, from any process or machine.
+//! client with the same URL (database included) and prefix, from any
+//! process or machine.
 //!
 //! The engine asks synchronously (`cooling`, `spend_retry`, ...), so reads
 //! come from a local mirror that Redis keeps fresh: a subscription hears
-//! every cooldown set or ended anywhere in the fleet (within a round trip,
-//! well under 100 ms), and a full read of the cooldown keys after each
-//! (re)connection catches up. Writes go to the mirror at once and to Redis
-//! in the background. Only a retry's budget check waits on Redis (one
-//! script, bounded by the state timeout): a shared budget cannot be decided
-//! locally. Whenever Redis is down, slow or gone, the mirror is the
-//! in-process state: no call fails or waits longer for it, the client says
-//! so once, and reconnects in the background.
+//! every cooldown set or ended anywhere in the fleet (within a round trip),
+//! and an index of the fleet's cooldowns (one hash, read whole) is read at
+//! each (re)connection, when the mirror also writes back what it learned
+//! while Redis was away. Writes leave through one ordered queue, so a
+//! cooldown's end and a new cooldown arrive in the order they happened; a
+//! call's first attempts are counted locally and flushed every 100 ms. Only
+//! a retry's budget check waits on Redis (one script, bounded by the state
+//! timeout): a shared budget cannot be decided locally. Whenever Redis is
+//! down, slow or gone, the mirror is the in-process state: no call fails or
+//! waits longer for it, the client says so once, and reconnects in the
+//! background.
 //!
 //! Times in Redis are wall-clock (TTLs); the sleeper clock governs only the
 //! in-process mirror.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{mpsc, watch};
 
 use crate::engine::{Cooling, LocalState, RetryBudget, SharedState};
 
-/// Extends a cooldown key to `ARGV[1]` ms (never shortens it), and tells the
-/// fleet.
+/// Sets a cooldown: its key's expiry extended to `ARGV[1]` ms (never
+/// shortened), its entry in the index, and a word to the fleet.
 const COOL: &str = r#"
 local left = redis.call('PTTL', KEYS[1])
 if left < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
 end
-redis.call('PUBLISH', KEYS[2], ARGV[3])
+redis.call('PUBLISH', KEYS[3], ARGV[3])
 return 1
 "#;
 
-/// One retry, if the shared budget allows it: the calls and retries of the
-/// last `ARGV[1]` seconds (one counter per second), `ARGV[2]` the ratio,
-/// `ARGV[3]` the reserve, `ARGV[4]` this second.
+/// One retry, if the shared budget allows it. Calls and retries are
+/// counted per bucket of `ARGV[5]` seconds; the window is `ARGV[1]`
+/// buckets ending at bucket `ARGV[4]`; `ARGV[2]` the ratio, `ARGV[3]` the
+/// reserve.
 const SPEND_RETRY: &str = r#"
-local window = tonumber(ARGV[1])
+local buckets = tonumber(ARGV[1])
 local now = tonumber(ARGV[4])
 local calls, retries = 0, 0
-for s = now - window + 1, now do
-  calls = calls + tonumber(redis.call('GET', KEYS[1] .. ':' .. s) or '0')
-  retries = retries + tonumber(redis.call('GET', KEYS[2] .. ':' .. s) or '0')
+for b = now - buckets + 1, now do
+  calls = calls + tonumber(redis.call('GET', KEYS[1] .. ':' .. b) or '0')
+  retries = retries + tonumber(redis.call('GET', KEYS[2] .. ':' .. b) or '0')
 end
 if retries + 1 > tonumber(ARGV[2]) * calls + tonumber(ARGV[3]) then
   return 0
 end
 local key = KEYS[2] .. ':' .. now
 redis.call('INCR', key)
-redis.call('EXPIRE', key, window + 1)
+redis.call('EXPIRE', key, (buckets + 1) * tonumber(ARGV[5]))
 return 1
 "#;
+
+/// How often first attempts counted locally are flushed to the fleet.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// The most buckets a budget window is counted in: a long window costs
+/// no more per retry than a short one.
+const MAX_BUCKETS: u64 = 10;
+/// How long after a lost connection the next is tried, at most.
+const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+
+/// A write to Redis, in the order it happened.
+enum Write {
+    Cool {
+        key: String,
+        ms: u64,
+        reason: String,
+        until_ms: u64,
+    },
+    Recover {
+        key: String,
+    },
+}
 
 /// What a client shares through Redis.
 pub struct RedisState {
     mirror: LocalState,
     prefix: String,
+    /// `{prefix}:events:{db}`: pub/sub ignores the database, names do not.
+    channel: String,
+    /// `{prefix}:cooldowns`: every cooldown key and until when, read whole.
+    index: String,
     timeout: Duration,
     manager: ConnectionManager,
     handle: tokio::runtime::Handle,
     /// Redis failed the last time it was asked.
     down: AtomicBool,
-    /// What to tell the caller once (Redis lost, or back).
-    notice: Mutex<Option<String>>,
-    /// The mirror has read the fleet's cooldowns since the last connection.
-    synced: Arc<tokio::sync::watch::Sender<bool>>,
-    /// Itself, for background work that outlives a call.
-    this: std::sync::Weak<Self>,
+    /// What to tell the caller, in order (Redis lost, Redis back).
+    notices: Mutex<Vec<String>>,
+    /// The mirror has read the fleet's cooldowns once: a fresh client's
+    /// first call waits (briefly) for that, never later calls.
+    synced_once: watch::Sender<bool>,
+    writes: mpsc::UnboundedSender<Write>,
+    /// First attempts not flushed yet: (counter key, bucket) -> calls.
+    calls: Mutex<HashMap<(String, u64), u64>>,
 }
 
 impl std::fmt::Debug for RedisState {
@@ -87,6 +122,13 @@ fn unix_ms(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A budget window as buckets: (bucket length in seconds, how many).
+fn buckets(budget: &RetryBudget) -> (u64, u64) {
+    let window = budget.window.as_secs().max(1);
+    let size = window.div_ceil(MAX_BUCKETS).max(1);
+    (size, window.div_ceil(size))
+}
+
 impl RedisState {
     /// Builds the state without waiting for Redis: the connection, the
     /// subscription and the first read happen in the background on
@@ -98,30 +140,35 @@ impl RedisState {
         handle: tokio::runtime::Handle,
     ) -> Result<Arc<Self>, String> {
         let client = redis::Client::open(url).map_err(|e| format!("not a Redis URL: {e}"))?;
+        let db = client.get_connection_info().redis_settings().db();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1).max(timeout)))
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
-            .set_max_delay(Duration::from_secs(1));
+            .set_max_delay(RECONNECT_EVERY);
         let manager = {
             let _entered = handle.enter();
             ConnectionManager::new_lazy_with_config(client.clone(), config)
                 .map_err(|e| format!("cannot use Redis: {e}"))?
         };
-        let (synced, _) = tokio::sync::watch::channel(false);
-        let state = Arc::new_cyclic(|this| Self {
+        let (synced_once, _) = watch::channel(false);
+        let (writes, queue) = mpsc::unbounded_channel();
+        let state = Arc::new(Self {
             mirror: LocalState::new(),
             prefix: prefix.to_string(),
+            channel: format!("{prefix}:events:{db}"),
+            index: format!("{prefix}:cooldowns"),
             timeout,
             manager,
             handle: handle.clone(),
             down: AtomicBool::new(false),
-            notice: Mutex::new(None),
-            synced: Arc::new(synced),
-            this: this.clone(),
+            notices: Mutex::new(Vec::new()),
+            synced_once,
+            writes,
+            calls: Mutex::new(HashMap::new()),
         });
-        let weak = Arc::downgrade(&state);
-        handle.spawn(listen(weak, client));
+        handle.spawn(listen(Arc::downgrade(&state), client));
+        handle.spawn(write(Arc::downgrade(&state), queue));
         Ok(state)
     }
 
@@ -129,46 +176,26 @@ impl RedisState {
         format!("{}:{what}:{key}", self.prefix)
     }
 
-    fn channel(&self) -> String {
-        format!("{}:events", self.prefix)
-    }
-
     /// Notes how the last exchange with Redis went: a change is said once.
-    fn went(&self, ok: bool) {
+    fn went(&self, ok: bool, why: &str) {
         let was_down = self.down.swap(!ok, Ordering::SeqCst);
-        if was_down == ok {
-            let text = if ok {
-                "Redis state is back: cooldowns and the retry budget are shared again"
-            } else {
-                "Redis state is unavailable: this client uses its in-process state until Redis \
-                 answers again"
-            };
-            *self.notice.lock().unwrap_or_else(|e| e.into_inner()) = Some(text.to_string());
-        }
-        if !ok {
-            self.synced.send_replace(false);
-        }
+        let text = match (was_down, ok) {
+            (false, false) => format!(
+                "Redis state is unavailable ({why}): this client uses its in-process state \
+                 until Redis answers again"
+            ),
+            (true, true) => {
+                "Redis state is back: cooldowns and the retry budget are shared again".to_string()
+            }
+            _ => return,
+        };
+        self.notices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text);
     }
 
-    /// Runs `work` on Redis in the background, bounded by the timeout.
-    fn later<F>(self: &Arc<Self>, work: F)
-    where
-        F: FnOnce(
-                ConnectionManager,
-            ) -> Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>
-            + Send
-            + 'static,
-    {
-        let state = Arc::clone(self);
-        let conn = self.manager.clone();
-        let timeout = self.timeout;
-        self.handle.spawn(async move {
-            let ok = matches!(tokio::time::timeout(timeout, work(conn)).await, Ok(Ok(())));
-            state.went(ok);
-        });
-    }
-
-    /// A cooldown heard from the fleet (or read at a (re)connection).
+    /// A cooldown heard from the fleet (or read from the index).
     fn heard(&self, line: &str) {
         let mut parts = line.splitn(4, '\t');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
@@ -179,8 +206,8 @@ impl RedisState {
                 let until = UNIX_EPOCH + Duration::from_millis(until);
                 let now = SystemTime::now();
                 if until > now {
-                    self.mirror
-                        .cool(key, now, until, reason.unwrap_or("cooling in the fleet"));
+                    let reason = reason.unwrap_or("cooling in the fleet");
+                    self.mirror.cool(key, now, until, reason);
                 }
             }
             (Some("recover"), Some(key), _, _) => self.mirror.recover(key, u64::MAX),
@@ -189,103 +216,192 @@ impl RedisState {
     }
 }
 
-/// Keeps the mirror fresh: subscribes, reads every cooldown key, then
-/// applies what the fleet says; reconnects at least every second after a
-/// loss. Ends when the state is dropped.
-async fn listen(state: std::sync::Weak<RedisState>, client: redis::Client) {
+/// Writes in order, each bounded by the timeout; flushes counted calls.
+async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write>) {
+    let mut flush = tokio::time::interval(FLUSH_EVERY);
     loop {
-        let Some(strong) = state.upgrade() else {
-            return;
+        let next = tokio::select! {
+            write = queue.recv() => match write {
+                Some(write) => Some(write),
+                None => return,
+            },
+            _ = flush.tick() => None,
         };
-        let channel = strong.channel();
-        let pattern = format!("{}:cool:*", strong.prefix);
-        let timeout = strong.timeout.max(Duration::from_millis(500));
-        drop(strong);
+        let Some(this) = state.upgrade() else { return };
+        let mut conn = this.manager.clone();
+        let done = match next {
+            Some(Write::Cool {
+                key,
+                ms,
+                reason,
+                until_ms,
+            }) => {
+                let line = format!("cool\t{key}\t{until_ms}\t{reason}");
+                let script = redis::Script::new(COOL);
+                let mut call = script.key(this.key("cool", &key));
+                call.key(&this.index)
+                    .key(&this.channel)
+                    .arg(ms)
+                    .arg(&reason)
+                    .arg(&line)
+                    .arg(&key)
+                    .arg(format!("{until_ms}\t{reason}"));
+                tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
+                    .await
+                    .map(|r| r.map(|_| ()))
+            }
+            Some(Write::Recover { key }) => {
+                let mut pipe = redis::pipe();
+                pipe.cmd("DEL")
+                    .arg(this.key("cool", &key))
+                    .ignore()
+                    .cmd("HDEL")
+                    .arg(&this.index)
+                    .arg(&key)
+                    .ignore()
+                    .cmd("PUBLISH")
+                    .arg(&this.channel)
+                    .arg(format!("recover\t{key}"))
+                    .ignore();
+                tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
+            }
+            None => {
+                let counted: Vec<((String, u64), u64)> = this
+                    .calls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .drain()
+                    .collect();
+                if counted.is_empty() {
+                    continue;
+                }
+                let mut pipe = redis::pipe();
+                for ((counter, bucket), n) in &counted {
+                    let key = format!("{counter}:{bucket}");
+                    pipe.cmd("INCRBY").arg(&key).arg(*n).ignore();
+                    pipe.cmd("EXPIRE").arg(&key).arg(3600).ignore();
+                }
+                tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
+            }
+        };
+        match done {
+            Ok(Ok(())) => this.went(true, ""),
+            Ok(Err(e)) => this.went(false, &e.to_string()),
+            Err(_) => this.went(false, "no answer within the state timeout"),
+        }
+    }
+}
+
+/// Keeps the mirror fresh: subscribes, reads the fleet's cooldowns (and
+/// writes back its own), then applies what the fleet says; reconnects at
+/// least every second after a loss. Ends when the state is dropped.
+async fn listen(state: Weak<RedisState>, client: redis::Client) {
+    loop {
+        let Some(this) = state.upgrade() else { return };
+        let wait = this.timeout.max(Duration::from_millis(500));
+        let channel = this.channel.clone();
+        drop(this);
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
-        let pubsub = match tokio::time::timeout(timeout, subscribed).await {
+        let pubsub = match tokio::time::timeout(wait, subscribed).await {
             Ok(Ok(pubsub)) => pubsub,
-            _ => {
-                if let Some(strong) = state.upgrade() {
-                    strong.went(false);
+            outcome => {
+                if let Some(this) = state.upgrade() {
+                    let why = match outcome {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no connection within the state timeout".to_string(),
+                    };
+                    this.went(false, &why);
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(RECONNECT_EVERY).await;
                 continue;
             }
         };
         // Subscribed first, then read: nothing said in between is lost.
-        if let Some(strong) = state.upgrade() {
-            let mut conn = strong.manager.clone();
-            let read = async {
-                // SCAN, not KEYS: a fleet's Redis must not stall on a read.
-                let mut keys: Vec<String> = Vec::new();
-                let mut cursor: u64 = 0;
-                loop {
-                    let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(500)
-                        .query_async(&mut conn)
-                        .await?;
-                    keys.extend(batch);
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
-                let mut found = Vec::new();
-                for key in keys {
-                    let (left, reason): (i64, Option<String>) = redis::pipe()
-                        .cmd("PTTL")
-                        .arg(&key)
-                        .cmd("GET")
-                        .arg(&key)
-                        .query_async(&mut conn)
-                        .await?;
-                    found.push((key, left, reason));
-                }
-                Ok::<_, redis::RedisError>(found)
-            };
-            match tokio::time::timeout(timeout, read).await {
-                Ok(Ok(found)) => {
-                    let cut = format!("{}:cool:", strong.prefix);
-                    let now = unix_ms(SystemTime::now());
-                    for (key, left, reason) in found {
-                        if left > 0 {
-                            let name = key.strip_prefix(&cut).unwrap_or(&key);
-                            let line = format!(
-                                "cool\t{name}\t{}\t{}",
-                                now + left as u64,
-                                reason.unwrap_or_default()
-                            );
-                            strong.heard(&line);
-                        }
-                    }
-                    strong.went(true);
-                    strong.synced.send_replace(true);
-                }
-                _ => strong.went(false),
-            }
-        }
+        // The read is retried until it succeeds or the subscription ends.
+        let reader = tokio::spawn(read_index(state.clone(), wait));
         let mut messages = pubsub.into_on_message();
         while let Some(message) = messages.next().await {
-            let Some(strong) = state.upgrade() else {
-                return;
-            };
+            let Some(this) = state.upgrade() else { return };
             if let Ok(line) = message.get_payload::<String>() {
-                strong.heard(&line);
+                this.heard(&line);
             }
         }
+        reader.abort();
         // The subscription ended: Redis is gone, or the connection was lost.
-        if let Some(strong) = state.upgrade() {
-            strong.went(false);
+        if let Some(this) = state.upgrade() {
+            this.went(false, "the connection was lost");
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(RECONNECT_EVERY).await;
+    }
+}
+
+/// Reads the index of the fleet's cooldowns into the mirror, drops the
+/// ended ones from it, and writes back the mirror's own (learned while
+/// Redis was away); retried until it succeeds.
+async fn read_index(state: Weak<RedisState>, wait: Duration) {
+    loop {
+        let Some(this) = state.upgrade() else { return };
+        let mut conn = this.manager.clone();
+        let read = tokio::time::timeout(
+            wait,
+            redis::cmd("HGETALL")
+                .arg(&this.index)
+                .query_async::<HashMap<String, String>>(&mut conn),
+        )
+        .await;
+        match read {
+            Ok(Ok(entries)) => {
+                let now = unix_ms(SystemTime::now());
+                let mut ended = Vec::new();
+                for (key, value) in &entries {
+                    let (until, reason) = value.split_once('\t').unwrap_or((value, ""));
+                    match until.parse::<u64>() {
+                        Ok(until) if until > now => {
+                            this.heard(&format!("cool\t{key}\t{until}\t{reason}"))
+                        }
+                        _ => ended.push(key.clone()),
+                    }
+                }
+                if !ended.is_empty() {
+                    let _ = tokio::time::timeout(
+                        wait,
+                        redis::cmd("HDEL")
+                            .arg(&this.index)
+                            .arg(&ended)
+                            .query_async::<()>(&mut conn),
+                    )
+                    .await;
+                }
+                // What this client learned while Redis was away, for the fleet.
+                let wall = SystemTime::now();
+                for (key, left) in this.mirror.cooldowns(wall) {
+                    if !entries.contains_key(&key) {
+                        let reason = this
+                            .mirror
+                            .cooling(&key, wall)
+                            .map_or_else(String::new, |c| c.reason);
+                        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+                        let _ = this.writes.send(Write::Cool {
+                            until_ms: unix_ms(wall).saturating_add(ms),
+                            key,
+                            ms,
+                            reason,
+                        });
+                    }
+                }
+                this.went(true, "");
+                this.synced_once.send_replace(true);
+                return;
+            }
+            Ok(Err(e)) => this.went(false, &e.to_string()),
+            Err(_) => this.went(false, "no answer within the state timeout"),
+        }
+        drop(this);
+        tokio::time::sleep(RECONNECT_EVERY).await;
     }
 }
 
@@ -299,25 +415,12 @@ impl SharedState for RedisState {
         // The fleet keeps it for as long, in real time.
         let left = until.duration_since(now).unwrap_or_default();
         let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
-        let real_until = unix_ms(SystemTime::now()).saturating_add(ms);
-        let line = format!("cool\t{key}\t{real_until}\t{reason}");
-        let keys = (self.key("cool", key), self.channel());
-        let reason = reason.to_string();
-        if let Some(this) = self.arc() {
-            this.later(move |mut conn| {
-                Box::pin(async move {
-                    redis::Script::new(COOL)
-                        .key(keys.0)
-                        .key(keys.1)
-                        .arg(ms)
-                        .arg(reason)
-                        .arg(line)
-                        .invoke_async::<i64>(&mut conn)
-                        .await
-                        .map(|_| ())
-                })
-            });
-        }
+        let _ = self.writes.send(Write::Cool {
+            key: key.to_string(),
+            ms,
+            reason: reason.to_string(),
+            until_ms: unix_ms(SystemTime::now()).saturating_add(ms),
+        });
     }
 
     fn failures_in_a_row(&self, key: &str) -> u32 {
@@ -329,56 +432,31 @@ impl SharedState for RedisState {
     }
 
     fn recover(&self, key: &str, sent: u64) {
-        let newer = self
-            .mirror
-            .cooling(key, SystemTime::now())
-            .is_some_and(|c| c.epoch > sent);
+        // Only a cooldown the mirror knows of is the fleet's to end: a
+        // success with nothing cooling says nothing to anyone.
+        let Some(cooling) = self.mirror.cooling(key, SystemTime::now()) else {
+            self.mirror.recover(key, sent);
+            return;
+        };
         self.mirror.recover(key, sent);
-        if newer {
-            return; // a cooldown that began after this request: it stands
-        }
-        let cool_key = self.key("cool", key);
-        let channel = self.channel();
-        let line = format!("recover\t{key}");
-        if let Some(this) = self.arc() {
-            this.later(move |mut conn| {
-                Box::pin(async move {
-                    redis::pipe()
-                        .cmd("DEL")
-                        .arg(cool_key)
-                        .ignore()
-                        .cmd("PUBLISH")
-                        .arg(channel)
-                        .arg(line)
-                        .ignore()
-                        .query_async::<()>(&mut conn)
-                        .await
-                })
+        if cooling.epoch <= sent {
+            let _ = self.writes.send(Write::Recover {
+                key: key.to_string(),
             });
         }
     }
 
     fn note_call(&self, key: &str, now: SystemTime, budget: &RetryBudget) {
         self.mirror.note_call(key, now, budget);
-        let second = unix_ms(SystemTime::now()) / 1000;
-        let bucket = format!("{}:{second}", self.key("calls", key));
-        let window = budget.window.as_secs().max(1) + 1;
-        if let Some(this) = self.arc() {
-            this.later(move |mut conn| {
-                Box::pin(async move {
-                    redis::pipe()
-                        .cmd("INCR")
-                        .arg(&bucket)
-                        .ignore()
-                        .cmd("EXPIRE")
-                        .arg(&bucket)
-                        .arg(window)
-                        .ignore()
-                        .query_async::<()>(&mut conn)
-                        .await
-                })
-            });
-        }
+        let (size, _) = buckets(budget);
+        let bucket = unix_ms(SystemTime::now()) / 1000 / size;
+        let counter = format!("{}:{size}", self.key("calls", key));
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((counter, bucket))
+            .or_default() += 1;
     }
 
     fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool {
@@ -386,17 +464,18 @@ impl SharedState for RedisState {
             return self.mirror.spend_retry(key, now, budget);
         }
         let mut conn = self.manager.clone();
-        let window = budget.window.as_secs().max(1);
+        let (size, count) = buckets(budget);
         let reserve = budget.min_retries_per_second * budget.window.as_secs_f64();
-        let second = unix_ms(SystemTime::now()) / 1000;
+        let bucket = unix_ms(SystemTime::now()) / 1000 / size;
         let script = redis::Script::new(SPEND_RETRY);
-        let mut invocation = script.key(self.key("calls", key));
+        let mut invocation = script.key(format!("{}:{size}", self.key("calls", key)));
         invocation
-            .key(self.key("retries", key))
-            .arg(window)
+            .key(format!("{}:{size}", self.key("retries", key)))
+            .arg(count)
             .arg(budget.ratio)
             .arg(reserve)
-            .arg(second);
+            .arg(bucket)
+            .arg(size);
         let asked = tokio::task::block_in_place(|| {
             self.handle.block_on(async {
                 tokio::time::timeout(self.timeout, invocation.invoke_async::<i64>(&mut conn)).await
@@ -404,15 +483,19 @@ impl SharedState for RedisState {
         });
         match asked {
             Ok(Ok(granted)) => {
-                self.went(true);
+                self.went(true, "");
                 if granted == 1 {
                     // Counted in the mirror too, for a fall back to start near the truth.
                     self.mirror.spend_retry(key, now, budget);
                 }
                 granted == 1
             }
-            _ => {
-                self.went(false);
+            Ok(Err(e)) => {
+                self.went(false, &e.to_string());
+                self.mirror.spend_retry(key, now, budget)
+            }
+            Err(_) => {
+                self.went(false, "no answer within the state timeout");
                 self.mirror.spend_retry(key, now, budget)
             }
         }
@@ -423,7 +506,7 @@ impl SharedState for RedisState {
     }
 
     fn settle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let mut synced = self.synced.subscribe();
+        let mut synced = self.synced_once.subscribe();
         let timeout = self.timeout;
         Box::pin(async move {
             if *synced.borrow() || self.down.load(Ordering::SeqCst) {
@@ -435,14 +518,25 @@ impl SharedState for RedisState {
     }
 
     fn take_notice(&self) -> Option<String> {
-        self.notice.lock().unwrap_or_else(|e| e.into_inner()).take()
+        let mut notices = self.notices.lock().unwrap_or_else(|e| e.into_inner());
+        (!notices.is_empty())
+            .then(|| notices.join("; then "))
+            .inspect(|_| notices.clear())
     }
 }
 
-impl RedisState {
-    /// `self` as an `Arc`, for work that outlives the call (the state is
-    /// always held in one).
-    fn arc(&self) -> Option<Arc<Self>> {
-        self.this.upgrade()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_window_is_counted_in_few_buckets() {
+        let budget = |secs| RetryBudget {
+            window: Duration::from_secs(secs),
+            ..RetryBudget::default()
+        };
+        assert_eq!(buckets(&budget(10)), (1, 10));
+        assert_eq!(buckets(&budget(86_400)), (8_640, 10));
+        assert_eq!(buckets(&budget(25)), (3, 9));
     }
 }

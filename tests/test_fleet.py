@@ -76,7 +76,8 @@ def test_a_cooldown_set_by_one_client_is_honoured_by_another(
     assert r.provider == "b" and r.attempts[0].skipped is not None
     assert len(mock_server.requests) == 1
     # The key carries the wait as its expiry, in Redis itself.
-    assert 28_000 < int(redis_cli(redis_url, "PTTL", f"{pfx}:cool:a")) <= 30_000
+    key = f"{pfx}:cool:a|gpt-4.1-mini"  # a provider is its name and its model
+    assert 28_000 < int(redis_cli(redis_url, "PTTL", key)) <= 30_000
 
 
 def test_another_process_sees_the_fleets_cooldowns(
@@ -89,8 +90,8 @@ def test_another_process_sees_the_fleets_cooldowns(
         f"""
         import failover
         client = failover.Client(
-            {{"a": failover.OpenAICompatible("m", base_url={mock_server.url!r}),
-              "b": failover.OpenAICompatible("m", base_url={backup_server.url!r})}},
+            {{"a": failover.OpenAICompatible("gpt-4.1-mini", base_url={mock_server.url!r}),
+              "b": failover.OpenAICompatible("gpt-4.1-mini", base_url={backup_server.url!r})}},
             state=failover.RedisState({redis_url!r}, prefix={pfx!r}),
         )
         print(client.prompt("Hi").provider)
@@ -200,6 +201,8 @@ def test_redis_dying_degrades_to_local_state_and_comes_back(
     # Redis comes back: the clients reconnect, and cooldowns are shared again (each probe
     # a model of its own, so that each sets a new cooldown).
     start()
+    # What it learned while Redis was away reaches the fleet once Redis is back.
+    wait_for(lambda: "a" in other.cooldowns(), within=10)
     probes = iter(range(1000))
     wait_for(lambda: _shared(client, other, mock_server, next(probes)), within=10)
 
@@ -227,8 +230,9 @@ def test_keys_expire_on_their_own(
     mock_server.push(429, headers={"retry-after-ms": "300"}, json=SLOW)
     backup_server.push_text("b")
     client.prompt("Hi", retry=failover.RetryPolicy(max_retry_after=0.1))
-    wait_for(lambda: redis_cli(redis_url, "EXISTS", f"{pfx}:cool:a") == "1", within=2)
-    wait_for(lambda: redis_cli(redis_url, "EXISTS", f"{pfx}:cool:a") == "0", within=3)
+    key = f"{pfx}:cool:a|gpt-4.1-mini"
+    wait_for(lambda: redis_cli(redis_url, "EXISTS", key) == "1", within=2)
+    wait_for(lambda: redis_cli(redis_url, "EXISTS", key) == "0", within=3)
 
 
 def test_redis_state_options_are_checked_and_its_repr_hides_the_password() -> None:
@@ -240,3 +244,91 @@ def test_redis_state_options_are_checked_and_its_repr_hides_the_password() -> No
         failover.RedisState("redis://localhost", timeout=0)
     state = failover.RedisState("redis://user:s3cret-pass@localhost:1/0")
     assert "s3cret" not in repr(state)
+
+
+def test_a_brief_redis_stall_does_not_slow_later_calls(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    client = failover.Client(
+        {"a": openai(mock_server)},
+        state=failover.RedisState(redis_url, prefix=pfx, timeout=0.2),
+    )
+    for _ in range(25):
+        mock_server.push_text("a")
+    client.prompt("Hi")
+    stall = subprocess.Popen(
+        ["redis-cli", "-p", redis_url.rsplit(":", 1)[1], "debug", "sleep", "0.3"]
+    )
+    for _ in range(4):
+        client.prompt("Hi")
+    stall.wait(5)
+    time.sleep(0.3)
+    took = []
+    for _ in range(20):
+        started = time.perf_counter()
+        client.prompt("Hi")
+        took.append(time.perf_counter() - started)
+    assert sorted(took)[10] < 0.05, took
+
+
+def test_databases_do_not_share_cooldowns(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    one = fleet_client(f"{redis_url}/1", pfx, mock_server, backup_server)
+    two = fleet_client(f"{redis_url}/2", pfx, mock_server, backup_server)
+    mock_server.push(429, headers={"retry-after": "30"}, json=SLOW)
+    backup_server.push_text("b")
+    one.prompt("Hi")
+    time.sleep(0.2)
+    assert "a" in one.cooldowns() and two.cooldowns() == {}
+
+
+def test_same_name_other_model_is_another_provider(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    mini = failover.Client(
+        {"gpt": failover.OpenAICompatible("gpt-4.1-mini", base_url=mock_server.url)},
+        state=failover.RedisState(redis_url, prefix=pfx),
+        retry=NO_RETRIES,
+    )
+    big = failover.Client(
+        {"gpt": failover.OpenAICompatible("gpt-4o", base_url=backup_server.url)},
+        state=failover.RedisState(redis_url, prefix=pfx),
+    )
+    mock_server.push(429, headers={"retry-after": "120"}, json=SLOW)
+    with pytest.raises(failover.RateLimited):
+        mini.prompt("Hi")
+    time.sleep(0.2)
+    assert big.cooldowns() == {}
+    backup_server.push_text("4o")
+    assert big.prompt("Hi").attempts[0].skipped is None
+
+
+def test_headroom_from_a_success_is_shared_every_time(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    headroom = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}
+    for _ in range(20):
+        pfx = prefix()
+        client = fleet_client(redis_url, pfx, mock_server, backup_server)
+        other = fleet_client(redis_url, pfx, mock_server, backup_server)
+        mock_server.push_text("a", headers=headroom)
+        assert client.prompt("Hi").provider == "a"
+        assert "a" in client.cooldowns()
+        wait_for(lambda other=other: "a" in other.cooldowns(), within=1)
+
+
+def test_redis_state_options_are_checked_when_given() -> None:
+    for url in ["redis://host:0", "redis://host/-1", "redis://host/99999999999", "redis://h\n"]:
+        with pytest.raises(failover.ConfigurationError, match="Redis URL"):
+            failover.RedisState(url)
+    for pfx in ["app?", "a*", "a[b]", "a\x00"]:
+        with pytest.raises(failover.ConfigurationError, match="prefix"):
+            failover.RedisState("redis://localhost", prefix=pfx)
+    with pytest.raises(failover.ConfigurationError, match="timeout"):
+        failover.RedisState("redis://localhost", timeout=1e-9)
+    failover.RedisState("REDIS://localhost:6379/0")
+    assert "/tmp/redis.sock" in repr(failover.RedisState("unix:///tmp/redis.sock"))

@@ -173,10 +173,10 @@ def _extra_options(
 def _check_name(name: str) -> None:
     """A provider's name: ``/`` and ``:`` mark a model and a call kind in
     cooldown keys (``name/model``, ``name:embeddings``) and pool members."""
-    if "/" in name or ":" in name:
+    if any(c in name for c in "/:|"):
         raise ConfigurationError(
-            f"provider name {name!r} may not hold '/' or ':' (they mark pool members, "
-            "a call's model and embeddings in cooldowns())"
+            f"provider name {name!r} may not hold '/', ':' or '|' (they mark pool members, "
+            "a call's model, embeddings and models in cooldown keys)"
         )
 
 

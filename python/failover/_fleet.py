@@ -7,14 +7,41 @@ from . import _native
 from ._checks import seconds
 from ._exceptions import ConfigurationError
 
-_SCHEMES = ("redis://", "rediss://", "unix://", "redis+unix://")
+_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
+#: The shortest state timeout: below it a healthy Redis would look down.
+_MIN_TIMEOUT = 0.001
 
 
 def _display(url: str) -> str:
-    """``url`` without its user part (a password may be in it), path or query."""
+    """``url`` without its user part (a password may be in it) or query; a
+    socket's path kept."""
     scheme, _, rest = url.partition("://")
-    host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    if scheme.lower() in ("unix", "redis+unix"):
+        return f"{scheme}://{rest.rsplit('@', 1)[-1]}"
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
     return f"{scheme}://{host}"
+
+
+def _url_problem(url: object) -> str | None:
+    """Why ``url`` is no Redis URL the client can use, or None."""
+    if not isinstance(url, str):
+        return f"a str, got {type(url).__name__}"
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        return "it holds spaces or control characters"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in _SCHEMES:
+        return "it is not a redis://, rediss:// or unix:// URL"
+    if scheme.lower() in ("redis", "rediss"):
+        authority, _, path = rest.partition("/")
+        host = authority.rsplit("@", 1)[-1]
+        port = host.rsplit(":", 1)[1] if host.count(":") == 1 else None
+        if not host or (port is not None and (not port.isdigit() or not 0 < int(port) < 65536)):
+            return "its host or port is not usable"
+        db = path.split("?", 1)[0]
+        if db and (not db.isdigit() or int(db) > 2**31 - 1):
+            return "its database is not a number from 0"
+    return None
 
 
 class RedisState:
@@ -22,7 +49,8 @@ class RedisState:
 
     Clients with the same ``url`` and ``prefix`` share cooldowns (a provider
     that asked one worker for quiet is left alone by all), headroom and the
-    retry budget. ``url``: ``redis://``, ``rediss://`` (TLS) or ``unix://``.
+    retry budget. ``url``: ``redis://``, ``rediss://`` (TLS; the system's
+    certificate roots, or ``SSL_CERT_FILE``) or ``unix://``.
     Building it never waits on Redis; a call waits at most ``timeout`` for it
     (only a retry's budget check asks Redis on the call's path; cooldowns are
     read from a local copy Redis keeps fresh). With Redis down, slow or gone,
@@ -33,16 +61,24 @@ class RedisState:
     __slots__ = ("_native", "_url", "prefix", "timeout")
 
     def __init__(self, url: str, *, prefix: str = "failover", timeout: float = 0.05) -> None:
-        if not isinstance(url, str) or not url.startswith(_SCHEMES):
+        problem = _url_problem(url)
+        if problem is not None:
+            shown = _display(url) if isinstance(url, str) else repr(url)
+            raise ConfigurationError(f"RedisState needs a Redis URL: {shown!r}: {problem}")
+        if (
+            not isinstance(prefix, str)
+            or not prefix
+            or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in prefix)
+        ):
             raise ConfigurationError(
-                "RedisState needs a redis://, rediss:// or unix:// URL, got "
-                f"{_display(url) if isinstance(url, str) else url!r}"
-            )
-        if not isinstance(prefix, str) or not prefix or any(c.isspace() for c in prefix):
-            raise ConfigurationError(
-                f"RedisState prefix must be a non-empty str without spaces, got {prefix!r}"
+                "RedisState prefix must be letters, digits, '-', '_' or '.' (no pattern "
+                f"characters), got {prefix!r}"
             )
         self.timeout = seconds("timeout", timeout, positive=True)
+        if self.timeout < _MIN_TIMEOUT:
+            raise ConfigurationError(
+                f"RedisState timeout must be at least {_MIN_TIMEOUT}s, got {timeout!r}"
+            )
         self.prefix = prefix
         self._url = url
         self._native = _native.NativeRedisState(url=url, prefix=prefix, timeout=self.timeout)

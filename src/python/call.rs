@@ -252,14 +252,19 @@ pub(super) fn order_least_busy(
 /// A provider's key in the shared state: its name, with the model when a
 /// call names another (a typo cools only that model), and the call kind
 /// (an embeddings 404 never stops chat).
+/// It carries the model the call asks for after a `|` (what
+/// `cooldowns()` shows is the part before it): apps sharing a fleet state
+/// and a provider name but not its model do not cool each other.
 fn state_key(config: &ProviderConfig, job: &Job) -> String {
-    match job {
+    let model = providers::job_model(config, job);
+    let shown = match job {
         Job::Embed(_) => format!("{}:embeddings", config.name),
         Job::Chat(request) | Job::Stream(request) => match &request.model {
             Some(model) if *model != config.model => format!("{}/{model}", config.name),
             _ => config.name.clone(),
         },
-    }
+    };
+    format!("{shown}|{model}")
 }
 
 /// One prompt or embeddings call: the engine, then its answer or error as

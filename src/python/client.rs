@@ -218,12 +218,31 @@ impl NativeClient {
             }
             None => std::time::SystemTime::now(),
         };
+        // A fleet's state holds every app's cooldowns: this client's are those
+        // of its providers, for their models (or a call's own `model=`).
+        let mine = |key: &str| -> Option<String> {
+            let (shown, model) = key.split_once('|')?;
+            self.inner.providers.iter().find_map(|config| {
+                let name = config.name.as_str();
+                let fits = if shown == name {
+                    model == config.model
+                } else if shown.strip_suffix(":embeddings") == Some(name) {
+                    model == config.embedding_model.as_deref().unwrap_or(&config.model)
+                } else {
+                    // A call's own model=: the key names it.
+                    shown
+                        .strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                };
+                fits.then(|| shown.to_string())
+            })
+        };
         Ok(self
             .inner
             .state
             .cooldowns(now)
             .into_iter()
-            .map(|(key, left)| (key, left.as_secs_f64()))
+            .filter_map(|(key, left)| Some((mine(&key)?, left.as_secs_f64())))
             .collect())
     }
 
