@@ -332,3 +332,75 @@ def test_redis_state_options_are_checked_when_given() -> None:
         failover.RedisState("redis://localhost", timeout=1e-9)
     failover.RedisState("REDIS://localhost:6379/0")
     assert "/tmp/redis.sock" in repr(failover.RedisState("unix:///tmp/redis.sock"))
+
+
+def _worker(redis_url: str, pfx: str, *urls: str, calls: int = 1, policy: str = "") -> str:
+    """A worker process's script: a client on the fleet state, `calls` prompts, and the
+    time (Unix seconds) each ended, one per line, errors as their class name."""
+    providers = ", ".join(
+        f"{name!r}: failover.OpenAICompatible('gpt-4.1-mini', base_url={url!r})"
+        for name, url in zip("abc", urls)
+    )
+    return textwrap.dedent(
+        f"""
+        import time, failover
+        from failover.testing import FakeSleeper
+        client = failover.Client(
+            {{{providers}}},
+            state=failover.RedisState({redis_url!r}, prefix={pfx!r}),
+            sleeper=FakeSleeper(),
+            {policy}
+        )
+        for _ in range({calls}):
+            try:
+                client.prompt("Hi")
+                print("ok", time.time(), flush=True)
+            except failover.FailoverError as exc:
+                print(type(exc).__name__, time.time(), flush=True)
+        """
+    )
+
+
+def test_a_cooldown_reaches_another_process_within_100_ms(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    watcher = fleet_client(redis_url, pfx, mock_server, backup_server)
+    watcher.cooldowns()
+    time.sleep(0.3)  # subscribed, and its first read done
+    mock_server.push(429, headers={"retry-after": "30"}, json=SLOW)
+    backup_server.push_text("b")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _worker(redis_url, pfx, mock_server.url, backup_server.url)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    line = worker.stdout.readline().split()
+    assert line[0] == "ok", line
+    ended = float(line[1])
+    wait_for(lambda: "a" in watcher.cooldowns(), within=2)
+    seen = time.time()
+    worker.wait(30)
+    assert seen - ended < 0.1, f"seen {1000 * (seen - ended):.0f} ms after the worker's call ended"
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_the_budget_is_shared_across_processes(redis_url: str, mock_server: MockServer) -> None:
+    pfx = prefix()
+    for _ in range(30):
+        mock_server.push(500, json=SLOW)
+    policy = (
+        "retry=failover.RetryPolicy(max_retries_last=3, budget=failover.RetryBudget("
+        "ratio=0.0, min_retries_per_second=0.2, window=10.0)),"
+    )
+    script = _worker(redis_url, pfx, mock_server.url, calls=3, policy=policy)
+    workers = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [w.communicate(timeout=60)[0] for w in workers]
+    assert all(line.startswith("ServerError") for out in outputs for line in out.splitlines())
+    # Six calls, and 0.2/s x 10 s = 2 retries for the whole fleet (each process alone
+    # would have had 2).
+    assert len(mock_server.requests) == 6 + 2
