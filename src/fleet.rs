@@ -16,6 +16,10 @@
 //! waits longer for it, the client says so once, and reconnects in the
 //! background.
 //!
+//! Pool usage (`least_busy`) is shared the same way, on a timer rather than
+//! per call: each process reports its counts every 100 ms, each report
+//! good for a second, and reads everyone's back.
+//!
 //! Times in Redis are wall-clock (TTLs); the sleeper clock governs only the
 //! in-process mirror.
 
@@ -107,6 +111,12 @@ pub struct RedisState {
     writes: mpsc::UnboundedSender<Write>,
     /// First attempts not flushed yet: (counter key, bucket) -> calls.
     calls: Mutex<HashMap<(String, u64), u64>>,
+    /// This process's calls busy at each pool member, and its name in the
+    /// fleet's count (`{prefix}:busy`, fields `{id}|{key}`).
+    busy: Mutex<HashMap<String, i64>>,
+    id: String,
+    /// The other processes' calls busy at each member, as last read.
+    busy_elsewhere: Mutex<HashMap<String, u64>>,
 }
 
 impl std::fmt::Debug for RedisState {
@@ -166,6 +176,9 @@ impl RedisState {
             synced_once,
             writes,
             calls: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
+            id: format!("{:016x}", rand::random::<u64>()),
+            busy_elsewhere: Mutex::new(HashMap::new()),
         });
         handle.spawn(listen(Arc::downgrade(&state), client));
         handle.spawn(write(Arc::downgrade(&state), queue));
@@ -272,7 +285,18 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                     .unwrap_or_else(|e| e.into_inner())
                     .drain()
                     .collect();
-                if counted.is_empty() {
+                // A pool ordered here (even with nothing busy) reads the fleet's counts.
+                let (busy, ordering): (Vec<(String, i64)>, bool) = {
+                    let map = this.busy.lock().unwrap_or_else(|e| e.into_inner());
+                    let busy = map
+                        .iter()
+                        .filter(|(_, n)| **n > 0)
+                        .map(|(k, n)| (k.clone(), *n))
+                        .collect();
+                    (busy, !map.is_empty())
+                };
+                let pools = ordering;
+                if counted.is_empty() && !pools {
                     continue;
                 }
                 let mut pipe = redis::pipe();
@@ -281,14 +305,73 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                     pipe.cmd("INCRBY").arg(&key).arg(*n).ignore();
                     pipe.cmd("EXPIRE").arg(&key).arg(3600).ignore();
                 }
-                tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
+                if !pools {
+                    let flushed =
+                        tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await;
+                    this.report(flushed);
+                    continue;
+                }
+                // Pool usage: this process's counts, each good for a second (a
+                // process that dies stops counting), and everyone's, read back.
+                let until = unix_ms(SystemTime::now()) + 1_000;
+                let table = format!("{}:busy", this.prefix);
+                for (key, n) in &busy {
+                    pipe.cmd("HSET")
+                        .arg(&table)
+                        .arg(format!("{}|{key}", this.id))
+                        .arg(format!("{n}|{until}"))
+                        .ignore();
+                }
+                pipe.cmd("EXPIRE").arg(&table).arg(60).ignore();
+                pipe.cmd("HGETALL").arg(&table);
+                let read = tokio::time::timeout(
+                    this.timeout,
+                    pipe.query_async::<(HashMap<String, String>,)>(&mut conn),
+                )
+                .await;
+                if let Ok(Ok((fields,))) = &read {
+                    this.count_busy(fields);
+                }
+                this.report(read.map(|r| r.map(|_| ())));
+                continue;
             }
         };
+        this.report(done);
+    }
+}
+
+impl RedisState {
+    fn report(&self, done: Result<redis::RedisResult<()>, tokio::time::error::Elapsed>) {
         match done {
-            Ok(Ok(())) => this.went(true, ""),
-            Ok(Err(e)) => this.went(false, &e.to_string()),
-            Err(_) => this.went(false, "no answer within the state timeout"),
+            Ok(Ok(())) => self.went(true, ""),
+            Ok(Err(e)) => self.went(false, &e.to_string()),
+            Err(_) => self.went(false, "no answer within the state timeout"),
         }
+    }
+
+    /// The others' counts from the fleet's table: live fields only.
+    fn count_busy(&self, fields: &HashMap<String, String>) {
+        let now = unix_ms(SystemTime::now());
+        let mine = format!("{}|", self.id);
+        let mut others: HashMap<String, u64> = HashMap::new();
+        for (field, value) in fields {
+            if field.starts_with(&mine) {
+                continue;
+            }
+            let Some((_, key)) = field.split_once('|') else {
+                continue;
+            };
+            let Some((n, until)) = value.split_once('|') else {
+                continue;
+            };
+            if until.parse::<u64>().is_ok_and(|u| u > now) {
+                *others.entry(key.to_string()).or_default() += n.parse::<u64>().unwrap_or(0);
+            }
+        }
+        *self
+            .busy_elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = others;
     }
 }
 
@@ -515,6 +598,21 @@ impl SharedState for RedisState {
             // A fresh client's first call sees the fleet's cooldowns, within the timeout.
             let _ = tokio::time::timeout(timeout, synced.wait_for(|s| *s)).await;
         })
+    }
+
+    fn note_busy(&self, key: &str, delta: i64) {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let n = busy.entry(key.to_string()).or_default();
+        *n = (*n + delta).max(0);
+    }
+
+    fn busy_elsewhere(&self, key: &str) -> u64 {
+        self.busy_elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+            .unwrap_or(0)
     }
 
     fn take_notice(&self) -> Option<String> {

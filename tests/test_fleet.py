@@ -404,3 +404,39 @@ def test_the_budget_is_shared_across_processes(redis_url: str, mock_server: Mock
     # Six calls, and 0.2/s x 10 s = 2 retries for the whole fleet (each process alone
     # would have had 2).
     assert len(mock_server.requests) == 6 + 2
+
+
+def test_least_busy_counts_the_fleets_calls(redis_url: str) -> None:
+    pfx = prefix()
+    servers = [MockServer() for _ in range(2)]
+    try:
+
+        def worker_client() -> failover.Client:
+            members = [openai(s) for s in servers]
+            return failover.Client(
+                {"p": failover.Pool("p", members, strategy="least_busy")},
+                state=failover.RedisState(redis_url, prefix=pfx),
+            )
+
+        here, there = worker_client(), worker_client()
+        # This client orders the pool once (from then on it reads the fleet's counts).
+        servers[0].push_text("warm")
+        assert here.prompt("Hi").provider == "p/0"
+        # A stream open at p/0 through one client (another process, for the fleet)...
+        servers[0].push(
+            sse=['data: {"choices":[{"index":0,"delta":{"content":"x"}}]}'], fault="stall:1"
+        )
+        stream = there.stream("Hi")
+        next(stream)
+        time.sleep(0.3)  # its count reaches Redis, and this client reads it back
+        # ...so this client, with nothing busy of its own, goes to p/1 first (its turn
+        # would have been p/1 anyway after the warm-up: the next call is the test).
+        servers[1].push_text("free")
+        assert here.prompt("Hi").attempts[0].provider == "p/1"
+        servers[1].push_text("free again")
+        r = here.prompt("Hi")
+        assert [a.provider for a in r.attempts] == ["p/1"], "p/0 is still busy in the fleet"
+        stream.close()
+    finally:
+        for server in servers:
+            server.close()

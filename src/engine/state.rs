@@ -77,6 +77,14 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     fn take_notice(&self) -> Option<String> {
         None
     }
+    /// A call of this process started (`+1`) or ended (`-1`) at `key`, a pool
+    /// member it chose first: for a fleet-wide store to tell the others.
+    fn note_busy(&self, _key: &str, _delta: i64) {}
+    /// Calls of other processes busy at `key` (a fleet-wide store's last
+    /// count); in process, none.
+    fn busy_elsewhere(&self, _key: &str) -> u64 {
+        0
+    }
 }
 
 #[derive(Debug, Default)]

@@ -204,7 +204,15 @@ pub(super) struct Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.inner.busy[self.provider].fetch_sub(1, Ordering::Relaxed);
+        self.inner
+            .state
+            .note_busy(&busy_key(&self.inner.providers[self.provider]), -1);
     }
+}
+
+/// A pool member's name in the fleet's busy counts: its name and model.
+fn busy_key(config: &ProviderConfig) -> String {
+    format!("{}|{}", config.name, config.model)
 }
 
 /// Puts each `least_busy` pool's members (contiguous in `chain`) in order
@@ -223,15 +231,17 @@ pub(super) fn order_least_busy(
         let members = &mut chain[start..end];
         let n = members.len().max(1);
         let turn = inner.turn.fetch_add(1, Ordering::Relaxed) % n;
-        let mut ranked: Vec<(usize, usize, usize)> = members
+        let mut ranked: Vec<(u64, usize, usize)> = members
             .iter()
             .enumerate()
             .map(|(pos, &i)| {
-                (
-                    inner.busy[i].load(Ordering::Relaxed),
-                    (pos + n - turn) % n,
-                    i,
-                )
+                // Busy here, and (with fleet-wide state) in the other processes:
+                // a zero noted says this process orders this pool, so the
+                // fleet's counts are read from now on.
+                inner.state.note_busy(&busy_key(&inner.providers[i]), 0);
+                let here = inner.busy[i].load(Ordering::Relaxed) as u64;
+                let there = inner.state.busy_elsewhere(&busy_key(&inner.providers[i]));
+                (here + there, (pos + n - turn) % n, i)
             })
             .collect();
         ranked.sort_unstable();
@@ -240,6 +250,7 @@ pub(super) fn order_least_busy(
         }
         if let Some(&first) = members.first() {
             inner.busy[first].fetch_add(1, Ordering::Relaxed);
+            inner.state.note_busy(&busy_key(&inner.providers[first]), 1);
             reservations.push(Reservation {
                 inner: Arc::clone(inner),
                 provider: first,
