@@ -440,3 +440,30 @@ def test_least_busy_counts_the_fleets_calls(redis_url: str) -> None:
     finally:
         for server in servers:
             server.close()
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_the_shared_budget_from_asyncio(redis_url: str, mock_server: MockServer) -> None:
+    import asyncio
+
+    pfx = prefix()
+    budget = failover.RetryBudget(ratio=0.0, min_retries_per_second=0.1, window=10.0)
+    client = fleet_client(
+        redis_url,
+        pfx,
+        mock_server,
+        retry=failover.RetryPolicy(max_retries_last=3, budget=budget),
+        sleeper=FakeSleeper(),
+    )
+    for _ in range(10):
+        mock_server.push(500, json=SLOW)
+
+    async def twice() -> None:
+        for _ in range(2):
+            with pytest.raises(failover.ServerError):
+                await client.prompt_async("Hi")
+
+    asyncio.run(twice())
+    # Two calls, one retry for the whole window (0.1/s x 10 s), asked of Redis from a
+    # runtime worker.
+    assert len(mock_server.requests) == 2 + 1
