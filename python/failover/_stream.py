@@ -183,6 +183,11 @@ class AsyncStream(_StreamBase):
         while not self._pending:
             if self._done:
                 raise StopAsyncIteration
+            # What has already arrived, without a trip through the event loop.
+            ready = self._native.try_next()
+            if ready is not None:
+                self._take(ready)
+                continue
             try:
                 batch = await self._native.next_async()
             except BaseException:

@@ -337,6 +337,12 @@ impl LiveStream {
         }
     }
 
+    /// Puts a failure back, to be reported by the next `next` (a caller
+    /// that only looked without waiting must not lose it).
+    pub fn put_back(&mut self, failure: Failure) {
+        self.failed = Some(failure);
+    }
+
     /// The response headers.
     pub fn headers(&self) -> &Headers {
         &self.headers

@@ -457,6 +457,47 @@ impl NativeStream {
         block_on_interruptibly(py, read(Arc::clone(&self.driver)))?
     }
 
+    /// The chunks that have already arrived, without waiting for anything
+    /// (`None`: nothing ready, or the stream's end or failure, which
+    /// `next_async` reports). An async stream asks this first, so a batch
+    /// already in hand costs no trip through the event loop.
+    fn try_next(&self, py: Python<'_>) -> PyResult<Option<Py<PyList>>> {
+        let Ok(mut driver) = self.driver.try_lock() else {
+            return Ok(None);
+        };
+        if *driver.closed.borrow() {
+            return Ok(None);
+        }
+        let idle = driver.call.timeout;
+        let State::Live(live) = &mut driver.state else {
+            return Ok(None);
+        };
+        let runtime = super::runtime::runtime()?;
+        let _context = runtime.enter();
+        // Reading is cancel-safe at its waits: a read not ready is dropped
+        // with nothing lost.
+        let polled = futures_util::FutureExt::now_or_never(live.stream.next(idle));
+        match polled {
+            Some(Ok(Some(chunks))) => {
+                let items = chunks
+                    .into_iter()
+                    .map(|c| chunk_data(py, c))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(Some(PyList::new(py, items)?.unbind()))
+            }
+            // The end, or a failure: the driver's to handle, on the next read.
+            Some(Ok(None)) => {
+                driver.finish()?;
+                Ok(None)
+            }
+            Some(Err(failure)) => {
+                live.stream.put_back(failure);
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
     /// `next` as an awaitable.
     fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let locals = match &self.locals {
