@@ -568,7 +568,42 @@ def test_when_no_provider_can_serve_the_call_nothing_is_sent(mock_server, call):
     assert "claude" in str(info.value) and info.value.attempts[0].skipped
 
 
-def test_an_image_in_a_tool_result_skips_chat_completions(mock_server, backup_server):
+def test_an_image_in_a_tool_result_moves_to_a_user_message_on_chat_completions(mock_server):
+    # Chat Completions takes tool results as text only; a screenshot a tool
+    # returned to Claude must still reach GPT after a failover.
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}}
+    history = [
+        {"role": "user", "content": "Plot both."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "plot", "arguments": "{}"}},
+                {"id": "t2", "type": "function", "function": {"name": "plot", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "ok"}, image]},
+        {"role": "tool", "tool_call_id": "t2", "content": "no data"},
+        {"role": "user", "content": "Compare them."},
+    ]
+    mock_server.push_text("A chart.")
+    r = failover.Client({"gpt": openai(mock_server)}).prompt(history)
+    assert r.text == "A chart." and r.attempts[0].skipped is None
+    sent = mock_server.requests[0].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert sent[2]["content"] == [
+        {"type": "text", "text": "ok"},
+        {"type": "text", "text": "[image 1 of this result: in the next user message]"},
+    ]
+    assert sent[3]["content"] == "no data", "a result without images is left as it is"
+    assert sent[4]["content"] == [
+        {"type": "text", "text": "The images returned by tool call t1:"},
+        image,
+    ]
+    assert sent[5]["content"] == "Compare them."
+
+
+def test_an_image_in_a_tool_result_goes_to_anthropic_as_it_is(mock_server):
     image = {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}}
     history = [
         {"role": "user", "content": "Plot it."},
@@ -576,10 +611,7 @@ def test_an_image_in_a_tool_result_skips_chat_completions(mock_server, backup_se
         {"role": "tool", "tool_call_id": "t1", "content": [image]},
     ]
     mock_server.push_text("A chart.", wire="anthropic")
-    client = failover.Client({"gpt": openai(backup_server), "claude": anthropic(mock_server)})
-    r = client.prompt(history)
-    assert r.provider == "claude" and backup_server.requests == []
-    assert "tool results as text only" in (r.attempts[0].skipped or "")
+    failover.Client({"claude": anthropic(mock_server)}).prompt(history)
     sent = mock_server.requests[0].json
     assert_anthropic_valid(sent)
     assert sent["messages"][2]["content"][0]["content"][0]["source"]["type"] == "url"

@@ -18,7 +18,7 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(request.messages.iter().map(message));
+    messages.extend(chat_messages(&request.messages));
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -96,13 +96,59 @@ fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
     }
 }
 
-/// Why Chat Completions cannot take this call, if it cannot.
-pub(super) fn unable(request: &ChatRequest) -> Option<String> {
-    request
-        .messages
-        .iter()
-        .any(|m| m.role == Role::Tool && m.parts.iter().any(|p| matches!(p, Part::Image(_))))
-        .then(|| "Chat Completions takes tool results as text only, and one holds an image".into())
+/// Why Chat Completions cannot take this call, if it cannot: it can take
+/// every conversation (an image in a tool result is moved, see
+/// `chat_messages`).
+pub(super) fn unable(_request: &ChatRequest) -> Option<String> {
+    None
+}
+
+/// The conversation as Chat Completions messages. A `tool` message takes
+/// text only there, and a tool that returned an image (a screenshot, a
+/// chart) is common in agent loops that fail over from Claude or Gemini:
+/// each image stays where it was as a text marker, and the images of a run
+/// of tool results follow it in one user message (a user message may not
+/// come between the results of one assistant turn).
+fn chat_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut moved: Vec<Value> = Vec::new();
+    for m in messages {
+        if m.role != Role::Tool && !moved.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut moved)}));
+        }
+        let has_image = m.parts.iter().any(|p| matches!(p, Part::Image(_)));
+        if m.role != Role::Tool || !has_image {
+            out.push(message(m));
+            continue;
+        }
+        let id = m.tool_call_id.as_deref().unwrap_or("");
+        let mut text = Message {
+            parts: Vec::with_capacity(m.parts.len()),
+            ..m.clone()
+        };
+        let mut images = 0;
+        for part in &m.parts {
+            match part {
+                Part::Text(t) => text.parts.push(Part::Text(t.clone())),
+                Part::Image(url) => {
+                    images += 1;
+                    text.parts.push(Part::Text(format!(
+                        "[image {images} of this result: in the next user message]"
+                    )));
+                    if images == 1 {
+                        moved.push(json!({"type": "text",
+                            "text": format!("The images returned by tool call {id}:")}));
+                    }
+                    moved.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                }
+            }
+        }
+        out.push(message(&text));
+    }
+    if !moved.is_empty() {
+        out.push(json!({"role": "user", "content": moved}));
+    }
+    out
 }
 
 fn message(m: &Message) -> Value {
