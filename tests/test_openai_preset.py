@@ -143,3 +143,108 @@ def test_the_default_policy_keeps_its_own_rules(mock_server: MockServer) -> None
     client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
     client.prompt("Hi")
     assert sleeper.sleeps != [15.0]
+
+
+# Side by side with openai-python itself, where it is installed (`pip install openai`;
+# `make test` does not install it, so there these skip). Each case is one reply
+# played three times (a first request and openai's two retries), then a 200, to
+# openai-python (its sleep recorded, its jitter fixed at none) and to failover
+# under the preset (a FakeSleeper): both must make the same requests and sleep
+# the same, up to failover's own jitter on a backoff.
+SIDE_BY_SIDE: list[tuple[str, dict[str, Any]]] = [
+    *[(f"status {s}", {"status": s, "json": SLOW}) for s in (400, 401, 404, 408, 409, 422)],
+    *[(f"status {s}", {"status": s, "json": SLOW}) for s in (429, 500, 503, 529)],
+    *[
+        (f"retry-after {v!r}", {"status": 429, "headers": {"retry-after": v}, "json": SLOW})
+        for v in ("1", "0", "-1", "1.5", " 2 ", "120", "121", "1e400", "inf", "nan")
+    ],
+    *[
+        (f"retry-after {v!r}", {"status": 429, "headers": {"retry-after": v}, "json": SLOW})
+        for v in ("1_5", "1_", "_1", "1__5", "soon", "")
+    ],
+    *[
+        (f"retry-after-ms {v!r}", {"status": 429, "headers": {"retry-after-ms": v}, "json": SLOW})
+        for v in ("1500", "0", "130000", "1e400")
+    ],
+    (
+        "both hints",
+        {"status": 503, "headers": {"retry-after-ms": "250", "retry-after": "7"}, "json": SLOW},
+    ),
+    (
+        "repeated retry-after",
+        {"status": 429, "headers": [("retry-after", "1"), ("retry-after", "2")], "json": SLOW},
+    ),
+    ("x-should-retry true on 400", {"status": 400, "headers": {"x-should-retry": "true"}}),
+    ("x-should-retry false on 500", {"status": 500, "headers": {"x-should-retry": "false"}}),
+    ("x-should-retry false on 429", {"status": 429, "headers": {"x-should-retry": "false"}}),
+    *[
+        (f"cut body, status {s}", {"status": s, "body": b'{"error": {"mes', "fault": "cut:8"})
+        for s in (200, 400, 429)
+    ],
+    *[
+        (f"date {form!r}", {"status": 429, "headers": {"retry-after": form}, "date": True})
+        for form in (
+            "%a, %d %b %Y %H:%M:%S GMT",
+            "%d %B %Y %H:%M:%S GMT",
+            "%b %d %Y %H:%M:%S GMT",
+            "%d %b %Y %H.%M.%S CET",
+            "%d %b %Y %H:%M:%S +00:00",
+        )
+    ],
+]
+
+
+@pytest.mark.parametrize(("reply"), [c[1] for c in SIDE_BY_SIDE], ids=[c[0] for c in SIDE_BY_SIDE])
+def test_side_by_side_with_openai_python(
+    monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any]
+) -> None:
+    openai_sdk = pytest.importorskip("openai", reason="openai-python is not installed")
+    import time
+    import types
+
+    from openai import _base_client
+
+    # openai's clock moves on by what it sleeps, as FakeSleeper's does.
+    theirs_slept: list[float] = []
+    fake_time = types.SimpleNamespace(
+        sleep=theirs_slept.append, time=lambda: time.time() + sum(theirs_slept)
+    )
+    dated = reply.get("date", False)
+    if dated:  # a date 5 s ahead, in the given form
+        at = time.strftime(reply["headers"]["retry-after"], time.gmtime(time.time() + 5))
+        reply = {"status": reply["status"], "headers": {"retry-after": at}}
+    monkeypatch.setattr(_base_client, "time", fake_time)
+    monkeypatch.setattr(_base_client, "random", lambda: 0.0)
+
+    def play(server: MockServer) -> None:
+        for _ in range(3):
+            server.push(**reply)
+        server.push_text("ok")
+
+    with MockServer() as for_them, MockServer() as for_us:
+        play(for_them)
+        sdk = openai_sdk.OpenAI(api_key="sk-side-by-side", base_url=for_them.url, max_retries=2)
+        try:
+            sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}])
+            they_answered = True
+        except openai_sdk.OpenAIError:
+            they_answered = False
+        theirs = (len(for_them.requests), they_answered)
+
+        play(for_us)
+        sleeper = FakeSleeper()
+        client = failover.Client({"a": openai(for_us)}, retry=OPENAI, sleeper=sleeper)
+        try:
+            client.prompt("Hi")
+            we_answered = True
+        except failover.FailoverError:
+            we_answered = False
+        ours = (len(for_us.requests), we_answered)
+
+    assert ours == theirs, (sleeper.sleeps, theirs_slept)
+    assert len(sleeper.sleeps) == len(theirs_slept), (sleeper.sleeps, theirs_slept)
+    for n, (we, they) in enumerate(zip(sleeper.sleeps, theirs_slept)):
+        base = min(0.5 * 2**n, 8.0)  # openai's backoff with no jitter
+        if they == base and 0.75 * base <= we <= base:
+            continue  # a backoff on both sides, failover's with its jitter
+        assert we == pytest.approx(they, abs=1.5 if dated else 1e-9), (sleeper.sleeps, theirs_slept)
