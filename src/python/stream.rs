@@ -13,6 +13,7 @@ use tokio::sync::{watch, Mutex};
 use super::call::{block_on_interruptibly, new_call_id, run_engine, used_configs, Call, Inner};
 use super::convert::provider_error;
 use super::errors::internal_error;
+use super::runtime;
 use super::seam::{attempts_list, ResponseData, ToolCallData};
 use crate::conversation::ToolCall;
 use crate::engine::{AttemptRecord, CallFailure, ProviderFailure, Resume, Success};
@@ -504,11 +505,14 @@ impl NativeStream {
             Some(locals) => locals.clone(),
             None => pyo3_async_runtimes::tokio::get_current_locals(py)?,
         };
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(
-            py,
-            locals,
-            read(Arc::clone(&self.driver)),
-        )
+        // Counted like an async call's future, so that an exit right after
+        // the last read waits for its hand-over (see `runtime::quiesce`).
+        let in_flight = runtime::AsyncCallGuard::new();
+        let driver = Arc::clone(&self.driver);
+        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+            let _in_flight = in_flight;
+            read(driver).await
+        })
     }
 
     /// Closes the connection at once; later reads end the stream.
