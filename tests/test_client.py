@@ -100,9 +100,9 @@ def test_missing_key_names_the_variable(monkeypatch):
 
 
 def test_a_key_is_never_sent_over_plain_http_to_a_remote_host():
-    remote = failover.OpenAICompatible(model="m", base_url="http://llm.example.com/v1", api_key=KEY)
+    # Refused when given, before there is a client.
     with pytest.raises(failover.ConfigurationError, match="allow_insecure") as info:
-        failover.Client({"r": remote})
+        failover.OpenAICompatible(model="m", base_url="http://llm.example.com/v1", api_key=KEY)
     assert KEY not in str(info.value)
     allowed = failover.OpenAICompatible(
         model="m", base_url="http://llm.example.com/v1", api_key=KEY, allow_insecure=True

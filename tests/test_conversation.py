@@ -233,7 +233,31 @@ def test_a_developer_message_is_anthropics_system(mock_server):
         ("Hi", {"tools": [WEATHER], "tool_choice": "forecast"}, "tool_choice"),
         ("Hi", {"tool_choice": "required"}, "needs tools="),
         ("Hi", {"tools": "weather"}, "tools must be a list"),
-        ("Hi", {"tools": [failover.Tool(name="a b!")]}, "tool name"),
+        ("Hi", {"tools": [{"type": "function", "function": {"name": "a b!"}}]}, "tool name"),
+        ("", {}, "nothing to answer"),
+        ([{"role": "user", "content": [{"type": "text", "text": " "}]}], {}, "nothing to answer"),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "tool", "tool_call_id": "zzz", "content": "r"},
+            ],
+            {},
+            "no assistant message before it made",
+        ),
+        *[
+            (
+                [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}}]}],
+                {},
+                why,
+            )
+            for u, why in [
+                ("data:image/png,notbase64", "not base64"),
+                ("data:;base64,AAAA", "not type/subtype"),
+                ("data:image/png;base64,AAAAA", "not base64"),
+                ("data:image/png;base64,AA AA", "not base64"),
+                ("data:image/png;base64", "no ','"),
+            ]
+        ],
         (
             [
                 {"role": "user", "content": "x"},
@@ -462,7 +486,10 @@ def test_a_gpt_to_claude_tool_loop_with_thinking_is_valid_for_anthropic(mock_ser
     assert_anthropic_valid(sent)
     assert "thinking" not in sent, "GPT's tool turn has no signed thinking block"
     use, result = sent["messages"][1]["content"][0], sent["messages"][2]["content"][0]
-    assert use["id"] == result["tool_use_id"] == "functions_weather_0"
+    # "functions.weather:0" in Anthropic's alphabet, with a digest of the original
+    # (so that "functions_weather_0" itself could not be taken for it).
+    assert use["id"] == result["tool_use_id"]
+    assert use["id"].startswith("functions_weather_0_") and len(use["id"]) == 36
     assert use["input"] == {} and "content" not in result
     assert sent["temperature"] == 0.2 and "top_p" not in sent
 
@@ -591,10 +618,7 @@ def test_an_image_in_a_tool_result_moves_to_a_user_message_on_chat_completions(m
     assert r.text == "A chart." and r.attempts[0].skipped is None
     sent = mock_server.requests[0].json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user", "user"]
-    assert sent[2]["content"] == [
-        {"type": "text", "text": "ok"},
-        {"type": "text", "text": "[image 1 of this result: in the next user message]"},
-    ]
+    assert sent[2]["content"] == "ok\n[image 1 of this result: in the next user message]"
     assert sent[3]["content"] == "no data", "a result without images is left as it is"
     assert sent[4]["content"] == [
         {"type": "text", "text": "The images returned by tool call t1:"},

@@ -669,13 +669,14 @@ def test_ctrl_c_in_a_key_callable_ends_the_call_before_any_failover(mock_server,
     assert not [e for e in events if isinstance(e, failover.FailedOver)]
 
 
-def test_an_async_key_callable_is_refused_when_the_client_is_built():
+def test_a_key_callable_that_cannot_be_called_as_it_will_be_is_refused_when_given():
     async def token() -> str:
         return "k" * 20
 
-    provider = failover.OpenAI(model="m", api_key=token)  # type: ignore[arg-type]
-    with pytest.raises(failover.ConfigurationError, match="never awaited"):
-        failover.Client({"a": provider})
+    with pytest.raises(failover.ConfigurationError, match=r"OpenAI api_key.*never awaited"):
+        failover.OpenAI(model="m", api_key=token)  # type: ignore[arg-type]
+    with pytest.raises(failover.ConfigurationError, match=r"OpenAI api_key.*no arguments"):
+        failover.OpenAI(model="m", api_key=lambda needed: "k" * 20)  # type: ignore[arg-type,misc]
 
 
 def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server, call):
@@ -690,11 +691,10 @@ def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server
 
 
 def test_a_key_callable_over_plain_http_to_a_remote_host_is_refused():
-    provider = failover.OpenAICompatible(
-        model="m", base_url="http://gateway.example.com/v1", api_key=lambda: "k" * 20
-    )
     with pytest.raises(failover.ConfigurationError, match="plain http"):
-        failover.Client({"g": provider})
+        failover.OpenAICompatible(
+            model="m", base_url="http://gateway.example.com/v1", api_key=lambda: "k" * 20
+        )
 
 
 # Found by trying it as a new user --------------------------------------------------
@@ -712,11 +712,8 @@ def test_allow_insecure_must_be_a_real_bool():
 
 def test_credentials_in_a_base_url_are_credentials():
     # Over plain http to a remote host: refused like a key.
-    remote = failover.OpenAICompatible(
-        model="m", base_url="http://u:s3cret-pw-99@gw.example.com/v1"
-    )
     with pytest.raises(failover.ConfigurationError, match="plain http"):
-        failover.Client({"g": remote})
+        failover.OpenAICompatible(model="m", base_url="http://u:s3cret-pw-99@gw.example.com/v1")
 
 
 @pytest.mark.parametrize(
@@ -918,9 +915,8 @@ def test_a_token_given_as_the_user_name_is_redacted(mock_server):
     ],
 )
 def test_a_user_part_however_written_is_never_sent_over_plain_http(url):
-    provider = failover.OpenAICompatible(model="m", base_url=url)
     with pytest.raises(failover.ConfigurationError, match="plain http") as info:
-        failover.Client({"g": provider})
+        failover.OpenAICompatible(model="m", base_url=url)
     assert "pw-secret" not in str(info.value) and "TOKEN-only" not in str(info.value)
 
 
@@ -1064,11 +1060,8 @@ def test_a_key_callables_error_text_is_redacted(mock_server):
 
 def test_credentials_in_a_query_are_never_sent_over_plain_http():
     for query in ("key=abcd1234secret", "subscription-key=abcd1234", "sig=abcd1234"):
-        provider = failover.OpenAICompatible(
-            model="m", base_url=f"http://remote.example/v1?{query}"
-        )
         with pytest.raises(failover.ConfigurationError, match="plain http"):
-            failover.Client({"a": provider})
+            failover.OpenAICompatible(model="m", base_url=f"http://remote.example/v1?{query}")
     harmless = failover.OpenAICompatible(
         model="m", base_url="http://remote.example/v1?api-version=2024-10-21"
     )

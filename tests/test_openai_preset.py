@@ -56,7 +56,7 @@ def test_a_number_that_overflows_a_float_is_never_retried(
 
 
 @pytest.mark.mock_server(assert_all_used=False)
-@pytest.mark.parametrize("value", ["inf", "Infinity", "nan"])
+@pytest.mark.parametrize("value", ["inf", "Infinity", "nan", "-1e400"])
 def test_a_literal_inf_or_nan_is_backed_off(mock_server: MockServer, value: str) -> None:
     requests, sleeps, outcome = run(
         mock_server, {"status": 429, "headers": {"retry-after": value}, "json": SLOW}
@@ -156,7 +156,7 @@ SIDE_BY_SIDE: list[tuple[str, dict[str, Any]]] = [
     *[(f"status {s}", {"status": s, "json": SLOW}) for s in (429, 500, 503, 529)],
     *[
         (f"retry-after {v!r}", {"status": 429, "headers": {"retry-after": v}, "json": SLOW})
-        for v in ("1", "0", "-1", "1.5", " 2 ", "120", "121", "1e400", "inf", "nan")
+        for v in ("1", "0", "-1", "1.5", " 2 ", "120", "121", "1e400", "-1e400", "inf", "nan")
     ],
     *[
         (f"retry-after {v!r}", {"status": 429, "headers": {"retry-after": v}, "json": SLOW})

@@ -422,9 +422,8 @@ def test_an_async_sleeper_on_a_sync_call_is_a_configuration_error(mock_server):
 def test_credential_headers_are_never_sent_over_plain_http():
     remote = "http://gateway.example.com/v1"
     for headers in ({"Authorization": "Bearer sk-123456"}, {"api-key": "azure-123456"}):
-        provider = failover.OpenAICompatible(model="m", base_url=remote, headers=headers)
         with pytest.raises(failover.ConfigurationError, match="plain http"):
-            failover.Client({"g": provider})
+            failover.OpenAICompatible(model="m", base_url=remote, headers=headers)
     harmless = failover.OpenAICompatible(model="m", base_url=remote, headers={"X-Team": "ml"})
     failover.Client({"g": harmless})
 

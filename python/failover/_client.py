@@ -13,7 +13,14 @@ from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
-from ._providers import Pool, Provider, _checked_headers, _display_url, _url_problem
+from ._providers import (
+    Pool,
+    Provider,
+    _check_name,
+    _checked_headers,
+    _display_url,
+    _url_problem,
+)
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stream import AsyncStream, Stream
 
@@ -170,14 +177,31 @@ def _extra_options(
     args.headers = list(checked.items()) if checked else None
 
 
-def _check_name(name: str) -> None:
-    """A provider's name: ``/`` and ``:`` mark a model and a call kind in
-    cooldown keys (``name/model``, ``name:embeddings``) and pool members."""
-    if any(c in name for c in "/:|"):
-        raise ConfigurationError(
-            f"provider name {name!r} may not hold '/', ':' or '|' (they mark pool members, "
-            "a call's model, embeddings and models in cooldown keys)"
-        )
+def _tool_choice(choice: object) -> Optional[str]:
+    """``tool_choice`` as a word or a tool's name: also OpenAI's
+    ``{"type": "function", "function": {"name": ...}}`` and Anthropic's
+    ``{"type": "auto" | "any" | "none"}`` / ``{"type": "tool", "name": ...}``."""
+    if choice is None or isinstance(choice, str):
+        return choice
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        function = choice.get("function")
+        name: object = None
+        if kind == "function" and isinstance(function, Mapping):
+            name = function.get("name")
+        elif kind == "tool":
+            name = choice.get("name")
+        elif kind in ("auto", "none"):
+            name = kind
+        elif kind == "any":
+            name = "required"
+        if isinstance(name, str) and name:
+            return name
+    raise ConfigurationError(
+        'tool_choice must be "auto", "none", "required" or a tool name (or OpenAI\'s '
+        '{"type": "function", "function": {"name": ...}}), '
+        f"got {choice!r}"
+    )
 
 
 class _Entry:
@@ -580,7 +604,7 @@ class Client:
         max_tokens: Optional[int],
         temperature: Optional[float],
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
-        tool_choice: Optional[str],
+        tool_choice: Union[str, Mapping[str, Any], None],
         response_format: Optional[Mapping[str, Any]],
         stop: Union[str, Sequence[str], None],
         top_p: Optional[float],
@@ -603,11 +627,7 @@ class Client:
         args.max_tokens = max_tokens
         args.temperature = temperature
         args.tools = _tools(tools)
-        if tool_choice is not None and not isinstance(tool_choice, str):
-            raise ConfigurationError(
-                'tool_choice must be "auto", "none", "required" or a tool name, '
-                f"got {tool_choice!r}"
-            )
+        tool_choice = _tool_choice(tool_choice)
         if tool_choice is not None and args.tools is None and tool_choice != "none":
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
@@ -632,7 +652,7 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Optional[str] = None,
+        tool_choice: Union[str, Mapping[str, Any], None] = None,
         response_format: Optional[Mapping[str, Any]] = None,
         stop: Union[str, Sequence[str], None] = None,
         top_p: Optional[float] = None,
@@ -681,7 +701,7 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Optional[str] = None,
+        tool_choice: Union[str, Mapping[str, Any], None] = None,
         response_format: Optional[Mapping[str, Any]] = None,
         stop: Union[str, Sequence[str], None] = None,
         top_p: Optional[float] = None,
@@ -727,7 +747,7 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Optional[str] = None,
+        tool_choice: Union[str, Mapping[str, Any], None] = None,
         response_format: Optional[Mapping[str, Any]] = None,
         stop: Union[str, Sequence[str], None] = None,
         top_p: Optional[float] = None,
@@ -782,7 +802,7 @@ class Client:
         deadline: Optional[float] = None,
         retry: Optional[RetryPolicy] = None,
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Optional[str] = None,
+        tool_choice: Union[str, Mapping[str, Any], None] = None,
         response_format: Optional[Mapping[str, Any]] = None,
         stop: Union[str, Sequence[str], None] = None,
         top_p: Optional[float] = None,

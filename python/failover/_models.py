@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from . import _native
 from ._attempt import Attempt, _attempts
 from ._exceptions import ConfigurationError
 from ._record import Record
@@ -29,6 +30,9 @@ class Tool(Record):
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
+        problem = _native.tool_name_problem(name)
+        if problem is not None:
+            raise ConfigurationError(problem)
         if description is not None and not isinstance(description, str):
             raise ConfigurationError(f"Tool {name!r}: description must be a str")
         if parameters is not None and not isinstance(parameters, dict):

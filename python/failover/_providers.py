@@ -40,6 +40,30 @@ _TRANSPORT_HEADERS = frozenset(
 DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
 
 
+def _check_name(name: str, what: str = "provider name") -> None:
+    """A provider's name: ``/`` and ``:`` mark a model and a call kind in
+    cooldown keys (``name/model``, ``name:embeddings``) and pool members."""
+    if any(c in name for c in "/:|"):
+        raise ConfigurationError(
+            f"{what} {name!r} may not hold '/', ':' or '|' (they mark pool members, "
+            "a call's model, embeddings and models in cooldown keys)"
+        )
+
+
+def _key_callable_problem(key: object) -> Optional[str]:
+    """Why ``key``, a callable ``api_key``, cannot be used, or ``None``."""
+    if not callable(key) or isinstance(key, str):
+        return None
+    if not accepts(key, 0):
+        return f"api_key: a callable key is called with no arguments, got {key!r}"
+    if is_async_callable(key):
+        return (
+            "api_key must be a plain function returning the key; it is called, never "
+            "awaited (fetch async tokens ahead and return the latest one)"
+        )
+    return None
+
+
 class Provider:
     """Base class of provider configurations."""
 
@@ -60,6 +84,10 @@ class Provider:
     #: Whether a Chat Completions stream may be asked for its usage
     #: (``stream_options``); Mistral refuses the field.
     stream_usage: ClassVar[bool] = True
+    #: The body field that carries ``seed``.
+    seed_field: ClassVar[str] = "seed"
+    #: Whether tool-call ids must be 9 letters or digits (others' are rewritten).
+    short_tool_ids: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -121,6 +149,17 @@ class Provider:
         self._api_key = api_key
         self._env_var = self.env_var
         self._key_required = self.key_required
+        # Checked when given: a key callable that cannot be called as it
+        # will be, and a credential bound for plain http.
+        problem = _key_callable_problem(api_key)
+        if problem is not None:
+            raise ConfigurationError(f"{owner} {problem}")
+        if (
+            api_key is not None
+            or any(map(_native.is_credential_header, self.headers))
+            or _url_has_credentials(self.base_url)
+        ):
+            self._check_secure(None)
 
     def _model_problem(self, model: str) -> Optional[str]:
         """Why ``model`` cannot be sent to this provider, or ``None``. Wires
@@ -134,17 +173,9 @@ class Provider:
         if callable(key):
             # Called for each attempt (from a worker thread on async calls);
             # what it returns is checked then.
-            if not accepts(key, 0):
-                raise ConfigurationError(
-                    f"provider {name!r}: an api_key callable is called with no arguments, "
-                    f"got {key!r}"
-                )
-            if is_async_callable(key):
-                raise ConfigurationError(
-                    f"provider {name!r}: api_key must be a plain function returning the key; "
-                    "it is called, never awaited (fetch async tokens ahead and return the "
-                    "latest one)"
-                )
+            problem = _key_callable_problem(key)
+            if problem is not None:
+                raise ConfigurationError(f"provider {name!r}: {problem}")
             self._check_secure(name)
             return key
         if key is None and self._env_var:
@@ -171,10 +202,13 @@ class Provider:
             self._check_secure(name)
         return key
 
-    def _check_secure(self, name: str) -> None:
+    def _check_secure(self, name: Optional[str]) -> None:
+        """Refuses a credential bound for plain http (``name`` None: the provider
+        is not in a client yet, and is named by its class)."""
         if not self.allow_insecure and not _safe_for_secrets(self.base_url):
+            who = type(self).__name__ if name is None else f"provider {name!r}"
             raise ConfigurationError(
-                f"provider {name!r} would send a credential over plain http to "
+                f"{who} would send a credential over plain http to "
                 f"{_display_url(self.base_url)}; use https, or pass allow_insecure=True"
             )
 
@@ -195,6 +229,8 @@ class Provider:
             embed_base64=self.embed_base64,
             stream_usage=self.stream_usage,
             entra_token=False,
+            seed_field=self.seed_field,
+            short_tool_ids=self.short_tool_ids,
         )
 
     def __repr__(self) -> str:
@@ -538,13 +574,17 @@ class Groq(OpenAICompatible):
 
 
 class Mistral(OpenAICompatible):
-    """Mistral. Key: ``MISTRAL_API_KEY``. Embeddings take ``dimensions`` as ``output_dimension``."""
+    """Mistral. Key: ``MISTRAL_API_KEY``. Embeddings take ``dimensions`` as ``output_dimension``;
+    ``seed`` goes as ``random_seed``; other providers' tool-call ids are rewritten to the 9
+    letters or digits Mistral accepts."""
 
     default_base_url = "https://api.mistral.ai/v1"
     env_var = "MISTRAL_API_KEY"
     key_required = True
     dimensions_field = "output_dimension"
     stream_usage = False
+    seed_field = "random_seed"
+    short_tool_ids = True
 
 
 class DeepSeek(OpenAICompatible):
@@ -597,6 +637,7 @@ class Pool:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"Pool needs a name (a non-empty str), got {name!r}")
+        _check_name(name, "Pool name")
         if isinstance(members, Mapping):
             named = list(members.items())
         elif isinstance(members, Sequence) and not isinstance(members, (str, bytes)):
@@ -612,6 +653,8 @@ class Pool:
                 raise ConfigurationError(
                     f"Pool {name!r}: member names are non-empty strings, got {member_name!r}"
                 )
+            if isinstance(members, Mapping):
+                _check_name(member_name, f"Pool {name!r}: member name")
             if not isinstance(member, Provider):
                 raise ConfigurationError(
                     f"Pool {name!r}: member {member_name!r} must be a failover provider, "

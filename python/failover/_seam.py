@@ -34,6 +34,8 @@ class ProviderSpec:
         "name",
         "overloaded_statuses",
         "params",
+        "seed_field",
+        "short_tool_ids",
         "stream_usage",
         "wire",
     )
@@ -56,6 +58,8 @@ class ProviderSpec:
         embed_base64: bool,
         stream_usage: bool,
         entra_token: bool,
+        seed_field: str = "seed",
+        short_tool_ids: bool = False,
     ) -> None:
         self.name = name
         self.wire = wire
@@ -72,6 +76,8 @@ class ProviderSpec:
         self.embed_base64 = embed_base64
         self.stream_usage = stream_usage
         self.entra_token = entra_token
+        self.seed_field = seed_field
+        self.short_tool_ids = short_tool_ids
 
     def __repr__(self) -> str:  # never shows the key
         return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"

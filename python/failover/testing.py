@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json as _json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -95,6 +96,10 @@ def fake_sleep() -> Iterator[FakeSleeper]:
         _sleep.active = previous
 
 
+# A header name: RFC 9110's token characters.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     """A request MockServer received."""
@@ -102,8 +107,10 @@ class RecordedRequest:
     method: str
     path: str
     headers: dict[str, str]
-    """Names lower-cased."""
+    """Names lower-cased; of a repeated header, the last."""
     body: bytes
+    header_list: tuple[tuple[str, str], ...] = ()
+    """Every header line in the order received (names lower-cased), repeats kept."""
 
     @property
     def json(self) -> Any:
@@ -269,12 +276,15 @@ class MockServer:
         A bad script fails here, at once, with ``ValueError``: a ``status``
         that is not an int from 100 to 599, a push after ``close()``, ``sse=``
         with ``json=`` or ``body=`` (or as one str instead of a list of
-        events), a header name or value with a line break.
+        events, or events that are not str), a header name that is not an
+        HTTP token, a header value with a line break.
         """
         pairs = list(headers.items() if isinstance(headers, Mapping) else headers or [])
         for name, value in pairs:
             if any(c in f"{name}{value}" for c in "\r\n\0"):
                 raise ValueError(f"header {name!r} holds a line break or NUL")
+            if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token (RFC 9110)")
         if json is not None and body is not None:
             raise ValueError("give json= or body=, not both")
         if sse is not None and (json is not None or body is not None):
@@ -294,6 +304,8 @@ class MockServer:
         if json is not None and not any(k.lower() == "content-type" for k, _ in pairs):
             pairs.append(("content-type", "application/json"))
         events = list(sse) if sse is not None else None
+        if events is not None and not all(isinstance(e, str) for e in events):
+            raise ValueError("sse= events are str, each the text of one event ('data: {...}')")
         self._native.push(status, pairs, raw, events, delay, fault, pieces)
 
     def push_text(
@@ -328,7 +340,7 @@ class MockServer:
     def requests(self) -> list[RecordedRequest]:
         """Every request received so far, in order."""
         return [
-            RecordedRequest(method, path, dict(headers), bytes(body))
+            RecordedRequest(method, path, dict(headers), bytes(body), tuple(headers))
             for method, path, headers, body in self._native.requests()
         ]
 

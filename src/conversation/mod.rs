@@ -118,11 +118,46 @@ pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, String> {
     if messages.is_empty() {
         return Err("the conversation is empty: give a prompt or at least one message".into());
     }
-    messages
+    let parsed = messages
         .iter()
         .enumerate()
         .map(|(index, m)| parse_message(m).map_err(|why| format!("message {index}: {why}")))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    check_conversation(&parsed)?;
+    Ok(parsed)
+}
+
+/// What holds across messages: each tool result answers a call made before
+/// it (every wire refuses an orphan, and Gemini names a result by its
+/// call's function), and there is something to answer.
+fn check_conversation(messages: &[Message]) -> Result<(), String> {
+    let mut calls: Vec<&str> = Vec::new();
+    for (index, m) in messages.iter().enumerate() {
+        calls.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
+        if let Some(id) = &m.tool_call_id {
+            if !calls.contains(&id.as_str()) {
+                return Err(format!(
+                    "message {index}: a tool result for call {id:?}, which no assistant \
+                     message before it made (in 'tool_calls')"
+                ));
+            }
+        }
+    }
+    let said = |m: &Message| {
+        !m.tool_calls.is_empty()
+            || m.role == Role::Tool
+            || m.parts.iter().any(|p| match p {
+                Part::Text(text) => !text.trim().is_empty(),
+                Part::Image(_) => true,
+            })
+    };
+    let turns = messages
+        .iter()
+        .filter(|m| !matches!(m.role, Role::System | Role::Developer));
+    if turns.clone().next().is_some() && !turns.clone().any(said) {
+        return Err("the conversation has nothing to answer: every message is empty".into());
+    }
+    Ok(())
 }
 
 fn parse_message(message: &Value) -> Result<Message, String> {
@@ -234,11 +269,11 @@ fn parse_part(part: &Value) -> Result<Part, String> {
                 .and_then(|i| i.get("url").or(Some(i)))
                 .and_then(Value::as_str);
             match url {
-                Some(url)
-                    if url.starts_with("data:")
-                        || url.starts_with("https://")
-                        || url.starts_with("http://") =>
-                {
+                Some(url) if url.starts_with("data:") => {
+                    check_data_url(url)?;
+                    Ok(Part::Image(url.to_string()))
+                }
+                Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
                     Ok(Part::Image(url.to_string()))
                 }
                 _ => Err(
@@ -252,6 +287,58 @@ fn parse_part(part: &Value) -> Result<Part, String> {
         )),
         None => Err("a part must be a dict with a 'type' (\"text\", \"image_url\")".into()),
     }
+}
+
+/// Why `name` cannot name a tool, or `None`: 1 to 64 letters, digits, `_`
+/// or `-` (what the providers accept), and not a `tool_choice` word.
+pub fn tool_name_problem(name: &str) -> Option<String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Some(format!(
+            "tool name {name:?}: use 1 to 64 letters, digits, '_' or '-', as providers require"
+        ));
+    }
+    if ["auto", "none", "required"].contains(&name) {
+        return Some(format!(
+            "a tool may not be named {name:?}: tool_choice={name:?} means something else"
+        ));
+    }
+    None
+}
+
+/// A `data:` image URL as every wire takes one: `data:<type>/<subtype>;base64,`
+/// and base64 after it (each wire sends the media type and the bytes apart).
+fn check_data_url(url: &str) -> Result<(), String> {
+    const FORM: &str = "an image data URL is 'data:image/png;base64,<base64>'";
+    let (head, payload) = url["data:".len()..]
+        .split_once(',')
+        .ok_or_else(|| format!("{FORM}; this one has no ','"))?;
+    let media_type = head
+        .strip_suffix(";base64")
+        .ok_or_else(|| format!("{FORM}; this one is not base64"))?;
+    let valid_type = media_type
+        .split_once('/')
+        .is_some_and(|(kind, sub)| !kind.is_empty() && !sub.is_empty() && !sub.contains(';'));
+    if !valid_type {
+        return Err(format!(
+            "{FORM}; its media type {media_type:?} is not type/subtype"
+        ));
+    }
+    let digits = payload.trim_end_matches('=');
+    let is_base64 = !digits.is_empty()
+        && payload.len() - digits.len() <= 2
+        && digits.len() % 4 != 1
+        && digits
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'));
+    if !is_base64 {
+        return Err(format!("{FORM}; what follows ',' is not base64"));
+    }
+    Ok(())
 }
 
 /// An assistant's earlier call, OpenAI-style: `{"id", "type": "function",
@@ -325,19 +412,8 @@ pub fn parse_tools(tools: &[Value]) -> Result<Vec<Tool>, String> {
                 ))
             }
         };
-        let valid = name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            return Err(format!(
-                "tool name {name:?}: use 1 to 64 letters, digits, '_' or '-', as providers require"
-            ));
-        }
-        if ["auto", "none", "required"].contains(&name) {
-            return Err(format!(
-                "a tool may not be named {name:?}: tool_choice={name:?} means something else"
-            ));
+        if let Some(problem) = tool_name_problem(name) {
+            return Err(problem);
         }
         out.push(Tool {
             strict: spec.get("strict").and_then(Value::as_bool),
@@ -417,7 +493,9 @@ pub fn finish_reason(raw: &str) -> String {
         // `pause_turn` is not an end: it passes through, so a loop goes on.
         // "eos": vLLM and TGI servers' end of sequence.
         "stop" | "end_turn" | "stop_sequence" | "STOP" | "eos" | "eos_token" => "stop",
-        "length" | "max_tokens" | "MAX_TOKENS" => "length",
+        // Anthropic's `model_context_window_exceeded`: cut short by the
+        // context window rather than `max_tokens`, a cut all the same.
+        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded" => "length",
         "tool_calls" | "function_call" | "tool_use" => "tool_calls",
         "content_filter" | "refusal" | "SAFETY" => "content_filter",
         other => other,

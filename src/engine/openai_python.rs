@@ -21,7 +21,8 @@ fn joined(headers: &Headers, name: &str) -> Option<String> {
 
 /// Python's `float(text)`: surrounding whitespace, a sign, an underscore
 /// only between two digits, `inf`/`infinity`/`nan` in any case. A decimal
-/// too large for a float is `inf` in Python too; `overflowed` says which.
+/// too large for a float is `inf` in Python too; `overflowed` says it is
+/// one that came to `+inf`.
 fn python_float(text: &str) -> Option<(f64, bool)> {
     let t = text.trim();
     let bytes = t.as_bytes();
@@ -38,7 +39,9 @@ fn python_float(text: &str) -> Option<(f64, bool)> {
     let value = cleaned.parse::<f64>().ok()?;
     let unsigned = cleaned.trim_start_matches(['+', '-']).to_ascii_lowercase();
     let literal = unsigned == "inf" || unsigned == "infinity";
-    Some((value, value.is_infinite() && !literal))
+    // Only `+inf` is taken for an overflow there (`value == math.inf`): a
+    // `-1e400` is `-inf`, backed off like any wait that is not positive.
+    Some((value, value == f64::INFINITY && !literal))
 }
 
 /// What a hint too large for a float comes to under openai-python: over its

@@ -214,29 +214,31 @@ pub(super) fn reconcile_thinking(body: &mut Map<String, Value>, request: &ChatRe
     }
 }
 
-/// Content parts as Anthropic blocks; empty text is refused there, so it is
-/// left out.
+/// Content parts as Anthropic blocks; text that is empty or only
+/// whitespace is refused there, so it is left out.
 fn parts(parts: &[Part]) -> Vec<Value> {
     parts
         .iter()
-        .filter(|p| !matches!(p, Part::Text(t) if t.is_empty()))
+        .filter(|p| !matches!(p, Part::Text(t) if t.trim().is_empty()))
         .map(part)
         .collect()
 }
 
 /// A tool-call id as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): other
 /// servers' ids (`functions.f:0`) are mapped the same way in the call and
-/// its result, so they still pair up.
+/// its result, so they still pair up. A mapped id carries a digest of the
+/// original, so two ids that differ only outside the alphabet (`a.b`,
+/// `a/b`) stay two.
 fn tool_id(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(allowed) {
+        return id.to_string();
+    }
+    let mapped: String = id
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect();
+    format!("{mapped}_{:016x}", super::stable_digest(id))
 }
 
 /// A JSON schema as Anthropic's structured output takes it: every object

@@ -203,8 +203,13 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
 }
 
 /// Everything the neutral conversation says, Gemini can take.
-pub(super) fn unable(_request: &ChatRequest) -> Option<String> {
-    None
+pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+    let only_system = request
+        .messages
+        .iter()
+        .all(|m| matches!(m.role, Role::System | Role::Developer));
+    only_system
+        .then(|| "Gemini needs a user turn, and the conversation has only system ones".into())
 }
 
 fn content_parts(parts: &[Part]) -> Vec<Value> {

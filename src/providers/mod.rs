@@ -81,6 +81,11 @@ pub struct ProviderConfig {
     /// Azure: the key is an Entra ID token (sent as a bearer token), not
     /// the resource's `api-key`.
     pub entra_token: bool,
+    /// The body field that carries `seed` (Mistral's `random_seed`).
+    pub seed_field: String,
+    /// Tool-call ids must be 9 letters or digits (Mistral): others' ids are
+    /// rewritten, the same way in a call and its result.
+    pub short_tool_ids: bool,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -287,7 +292,12 @@ pub async fn exchange(
 /// The request for one call to `provider`, without its key: built once per
 /// call, then [`authorize`]d for each attempt (a key may rotate between them).
 pub fn build_request(provider: &ProviderConfig, request: &ChatRequest) -> HttpRequest {
-    let (path, body, headers) = chat_parts(provider, request);
+    let (path, mut body, headers) = chat_parts(provider, request);
+    if let Value::Object(fields) = &mut body {
+        // A stream's options from `params`: refused on a request that
+        // does not stream.
+        fields.remove("stream_options");
+    }
     finish_request(provider, &path, &body, headers, &request.headers)
 }
 
@@ -305,11 +315,14 @@ pub fn build_stream_request(provider: &ProviderConfig, request: &ChatRequest) ->
             }
         }
         if matches!(provider.wire, Wire::OpenAI | Wire::Azure) && provider.stream_usage {
-            // Usage comes in a last chunk only when asked for.
-            fields.insert(
-                "stream_options".into(),
-                serde_json::json!({"include_usage": true}),
-            );
+            // Usage comes in a last chunk only when asked for; `params` may
+            // say otherwise (they win, key by key).
+            let options = fields
+                .entry("stream_options")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Value::Object(options) = options {
+                options.entry("include_usage").or_insert(Value::Bool(true));
+            }
         }
     }
     let mut request = finish_request(provider, &path, &body, headers, &request.headers);
@@ -395,12 +408,16 @@ fn finish_request(
     headers.push(("content-type".into(), "application/json".into()));
     headers.push(("accept".into(), "application/json".into()));
     let mut secret_headers = Vec::new();
+    // A call's header replaces the provider's of the same name: each goes
+    // out once.
     for (name, value) in provider.headers.iter().chain(call_headers) {
-        if is_credential_header(name) {
-            secret_headers.push((name.clone(), value.clone()));
+        let list = if is_credential_header(name) {
+            &mut secret_headers
         } else {
-            headers.push((name.clone(), value.clone()));
-        }
+            &mut headers
+        };
+        list.retain(|(n, _): &(String, String)| !n.eq_ignore_ascii_case(name));
+        list.push((name.clone(), value.clone()));
     }
     let mut secrets = secret_values(&secret_headers);
     if provider.base_url.contains('@') || provider.base_url.contains('?') {
@@ -482,7 +499,15 @@ pub fn authorize(
             Wire::Anthropic => anthropic::key_header(key),
             Wire::Gemini => gemini::key_header(key),
         };
-        request.secret_headers.insert(0, header);
+        // A credential header the caller set under the same name (a
+        // gateway's token in `Authorization`) is the one sent.
+        let given = request
+            .secret_headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case(&header.0));
+        if !given {
+            request.secret_headers.insert(0, header);
+        }
         // The key itself is searched for down to MIN_KEY_LEN: a key is never
         // an ordinary word, whatever its length.
         if key.len() >= MIN_KEY_LEN {
@@ -629,13 +654,18 @@ fn read_answer(
         }
     };
     if let Some(error) = openai::error_in_answer(&json) {
-        // An error in a 200: the status the error names, else a server
-        // error; what is classified and quoted is the error object.
+        // An error in a 200: the status the error names (its code, or its
+        // type's status: Anthropic's `overloaded_error` is a 529), else a
+        // server error; what is classified and quoted is the error object.
         let status = error
             .get("code")
             .and_then(Value::as_u64)
             .and_then(|code| u16::try_from(code).ok())
             .filter(|code| (400..600).contains(code))
+            .or_else(|| {
+                let kind = error.get("type").and_then(Value::as_str)?;
+                streaming::status_of_type(kind)
+            })
             .unwrap_or(500);
         let body = match json.get("error") {
             Some(_) => response.body,
@@ -674,6 +704,14 @@ fn malformed(
         out_of_time: false,
         cut_short: false,
     }
+}
+
+/// A 64-bit FNV-1a digest of `text`: the same in every process and
+/// release, for ids a wire needs rewritten (Anthropic's, Mistral's).
+fn stable_digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// A failure that got no response, in words that name the provider, with
@@ -750,6 +788,15 @@ fn error_failure(
         },
         _ => "",
     };
+    // A timeout names the host, as one with no response does.
+    let timed_out = match kind {
+        ErrorKind::Timeout => format!(
+            " (a timeout at {})",
+            crate::http::host_of(&provider.base_url)
+        ),
+        _ => String::new(),
+    };
+    let hint = format!("{hint}{timed_out}");
     // What a wire says beyond its message: the upstream's own error behind
     // a router (OpenRouter), a content filter's verdict (Azure).
     let detail = json.as_ref().and_then(openai::error_detail);
@@ -870,6 +917,8 @@ mod tests {
             embed_base64: false,
             stream_usage: true,
             entra_token: false,
+            seed_field: "seed".into(),
+            short_tool_ids: false,
         }
     }
 

@@ -18,7 +18,11 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(chat_messages(&request.messages));
+    if provider.short_tool_ids {
+        messages.extend(chat_messages(&short_ids(&request.messages)));
+    } else {
+        messages.extend(chat_messages(&request.messages));
+    }
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -74,7 +78,7 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
         body.insert("top_p".into(), Value::from(top_p));
     }
     if let Some(seed) = request.seed {
-        body.insert("seed".into(), Value::from(seed));
+        body.insert(provider.seed_field.clone(), Value::from(seed));
     }
     (
         path(provider, model, "/chat/completions"),
@@ -101,6 +105,36 @@ fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
 /// `chat_messages`).
 pub(super) fn unable(_request: &ChatRequest) -> Option<String> {
     None
+}
+
+/// The conversation with every tool-call id as Mistral takes it: 9 letters
+/// or digits. An id already so stays; another becomes 9 base-62 digits of
+/// its digest, the same in the call and in its result.
+fn short_ids(messages: &[Message]) -> Vec<Message> {
+    fn short(id: &str) -> String {
+        if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return id.to_string();
+        }
+        const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let mut n = super::stable_digest(id);
+        (0..9)
+            .map(|_| {
+                let digit = DIGITS[(n % 62) as usize] as char;
+                n /= 62;
+                digit
+            })
+            .collect()
+    }
+    let mut out = messages.to_vec();
+    for m in &mut out {
+        for call in &mut m.tool_calls {
+            call.id = short(&call.id);
+        }
+        if let Some(id) = &mut m.tool_call_id {
+            *id = short(id);
+        }
+    }
+    out
 }
 
 /// The conversation as Chat Completions messages. A `tool` message takes
@@ -164,6 +198,18 @@ fn message(m: &Message) -> Value {
     let content = match m.parts.as_slice() {
         [] => Value::Null,
         [Part::Text(text)] => Value::from(text.as_str()),
+        // A tool result is text only here; some servers of the family take
+        // it only as a string.
+        parts if m.role == Role::Tool => Value::from(
+            parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(text) => Some(text.as_str()),
+                    Part::Image(_) => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
         parts => Value::Array(
             parts
                 .iter()

@@ -20,7 +20,7 @@ pub fn is_credential_header(name: &str) -> bool {
         return false;
     }
     NAMES.contains(&lower.as_str())
-        || ["-key", "-token", "-secret", "-authorization"]
+        || ["-key", "-token", "-secret", "-auth", "-authorization"]
             .iter()
             .any(|suffix| lower.ends_with(suffix))
 }

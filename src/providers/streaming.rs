@@ -20,7 +20,7 @@ use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamEr
 
 /// The HTTP status an error type stands for (Anthropic's `error.type`
 /// names, which its stream error events carry without a status).
-fn status_of_type(name: &str) -> Option<u16> {
+pub(super) fn status_of_type(name: &str) -> Option<u16> {
     Some(match name {
         "invalid_request_error" => 400,
         "authentication_error" => 401,
@@ -98,7 +98,10 @@ pub async fn start(
     start_bound: Option<Duration>,
 ) -> Result<StartedStream, Failure> {
     let begin = async {
-        let opened = transport.open(sent, idle).await?;
+        let opened = transport
+            .open(sent, idle)
+            .await
+            .map_err(|failure| super::name_failure(provider, sent, failure))?;
         let (status, headers, body) = match opened {
             Opened::Whole(response) => {
                 let request_id = request_id(provider.wire, &response.headers)
@@ -233,7 +236,10 @@ impl LiveStream {
                     self.close();
                     continue;
                 }
-                Ok(Err(cut)) => return self.fail_after(out, cut),
+                Ok(Err(mut cut)) => {
+                    cut.message = redact(&format!("{}: {}", self.name, cut.message), &self.secrets);
+                    return self.fail_after(out, cut);
+                }
                 Err(_) => {
                     let failure = Failure::without_response(
                         ErrorKind::Timeout,

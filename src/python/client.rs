@@ -94,6 +94,8 @@ impl NativeClient {
                 embed_base64: spec.embed_base64,
                 stream_usage: spec.stream_usage,
                 entra_token: spec.entra_token,
+                seed_field: spec.seed_field,
+                short_tool_ids: spec.short_tool_ids,
             });
             keys.push(source);
         }

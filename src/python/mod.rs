@@ -46,6 +46,13 @@ fn is_credential_header(name: &str) -> bool {
     crate::providers::is_credential_header(name)
 }
 
+/// Why `name` cannot name a tool, or `None` (the rule the conversation
+/// applies, for `Tool()` to check when given).
+#[pyfunction]
+fn tool_name_problem(name: &str) -> Option<String> {
+    crate::conversation::tool_name_problem(name)
+}
+
 /// Checks a provider's `base_url` as the transport will read it; returns
 /// why it cannot be used, or `None`.
 #[pyfunction]
@@ -110,6 +117,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_name_problem, m)?)?;
     m.add("MAX_SECONDS", hints::MAX_SECONDS)?;
     let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
     m.add("ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;

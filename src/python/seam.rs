@@ -40,6 +40,10 @@ pub struct ProviderSpec<'py> {
     pub stream_usage: bool,
     /// Azure: the (callable) key is an Entra ID bearer token.
     pub entra_token: bool,
+    /// The body field for `seed` (Mistral's `random_seed`).
+    pub seed_field: String,
+    /// Tool-call ids must be 9 letters or digits (Mistral).
+    pub short_tool_ids: bool,
 }
 
 /// How the client reaches providers (`failover._seam.TransportSpec`).

@@ -1,0 +1,244 @@
+"""What the new-user trials of 2026-11-30 found, each pinned through the public API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper, MockServer
+
+from conftest import KEY, anthropic, openai
+
+
+def _call(call_id: str, name: str = "weather") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def _loop(*call_ids: str) -> list[dict[str, Any]]:
+    """A history: a question, one assistant turn calling each id, a result for each."""
+    return [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(i) for i in call_ids]},
+        *[{"role": "tool", "tool_call_id": i, "content": f"result {i}"} for i in call_ids],
+    ]
+
+
+# Headers and secrets -----------------------------------------------------------------
+
+
+def test_a_credential_header_under_the_keys_name_is_sent_once_instead_of_the_key(
+    mock_server: MockServer,
+) -> None:
+    gateway = "Bearer gateway-token-123456"
+    mock_server.push_text("ok")
+    provider = openai(mock_server, headers={"Authorization": gateway})
+    failover.Client({"g": provider}).prompt("Hi")
+    sent = [v for n, v in mock_server.requests[0].header_list if n == "authorization"]
+    assert sent == [gateway]
+
+
+def test_a_calls_header_replaces_the_providers_of_the_same_name(mock_server: MockServer) -> None:
+    mock_server.push_text("ok")
+    provider = openai(mock_server, headers={"X-Team": "ml", "Authorization": "Bearer a-123456789"})
+    failover.Client({"g": provider}).prompt(
+        "Hi", headers={"x-team": "search", "authorization": "Bearer b-123456789"}
+    )
+    headers = mock_server.requests[0].header_list
+    assert [v for n, v in headers if n == "x-team"] == ["search"]
+    assert [v for n, v in headers if n == "authorization"] == ["Bearer b-123456789"]
+
+
+def test_a_gateways_auth_header_is_redacted(mock_server: MockServer) -> None:
+    token = "Bearer sk-helicone-abcdef123456"
+    mock_server.push(401, json={"error": {"message": f"bad Helicone-Auth: {token}"}})
+    provider = openai(mock_server, headers={"Helicone-Auth": token})
+    with pytest.raises(failover.AuthenticationError) as info:
+        failover.Client({"g": provider}).prompt("Hi")
+    assert "sk-helicone-abcdef123456" not in str(info.value)
+    assert "<redacted>" in str(info.value)
+
+
+# Classification and messages ---------------------------------------------------------
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_anthropics_overloaded_error_inside_a_200_is_an_overload(mock_server: MockServer) -> None:
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    for _ in range(5):
+        mock_server.push(200, json=body)
+    client = failover.Client({"c": anthropic(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.ProviderOverloaded):
+        client.prompt("Hi")
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_408_names_the_host(mock_server: MockServer) -> None:
+    for _ in range(5):
+        mock_server.push(408, json={"error": {"message": "request timeout"}})
+    client = failover.Client({"p": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.ProviderTimeout) as info:
+        client.prompt("Hi")
+    host = mock_server.url.removeprefix("http://")
+    assert "p returned 408" in str(info.value) and host in str(info.value)
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_stream_that_fails_before_its_first_chunk_names_its_provider(
+    mock_server: MockServer,
+) -> None:
+    for _ in range(3):  # a first try and two retries
+        mock_server.push(fault="reset")
+    client = failover.Client({"gpt": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.ProviderConnectionError, match=r"^gpt: "):
+        with client.stream("Hi") as stream:
+            list(stream)
+
+
+def test_a_cut_stream_names_its_provider_in_the_cause(mock_server: MockServer) -> None:
+    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}'
+    mock_server.push(sse=[text, text], fault="cut:1")
+    client = failover.Client({"gpt": openai(mock_server)})
+    with pytest.raises(failover.StreamInterrupted) as info:
+        with client.stream("Hi") as stream:
+            list(stream)
+    assert str(info.value.__cause__).startswith("gpt: ")
+
+
+def test_anthropics_context_window_stop_is_length(mock_server: MockServer) -> None:
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Part"}],
+        "stop_reason": "model_context_window_exceeded",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    mock_server.push(200, json=body)
+    r = failover.Client({"c": anthropic(mock_server)}).prompt("Hi")
+    assert r.finish_reason == "length"
+
+
+# The conversation on each wire ------------------------------------------------------
+
+
+def test_whitespace_only_text_is_not_sent_to_anthropic(mock_server: MockServer) -> None:
+    history = _loop("t1")
+    history[1]["content"] = "  "
+    mock_server.push_text("Sunny.", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt(history)
+    assistant = mock_server.requests[0].json["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["tool_use"]
+
+
+def test_call_ids_that_differ_outside_anthropics_alphabet_stay_distinct(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push_text("Sunny.", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt(_loop("a.b", "a/b", "a_b"))
+    sent = mock_server.requests[0].json["messages"]
+    uses = [b["id"] for b in sent[1]["content"]]
+    results = [b["tool_use_id"] for b in sent[2]["content"]]
+    assert len(set(uses)) == 3 and uses == results
+    assert uses[2] == "a_b", "an id Anthropic takes is sent as it is"
+
+
+def test_mistral_gets_nine_character_ids_and_random_seed(mock_server: MockServer) -> None:
+    mock_server.push_text("Sunny.")
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    failover.Client({"m": mistral}).prompt(_loop("toolu_01A09q90qw90", "abcDEF123"), seed=7)
+    sent = mock_server.requests[0].json
+    calls = [c["id"] for c in sent["messages"][1]["tool_calls"]]
+    results = [m["tool_call_id"] for m in sent["messages"][2:]]
+    assert calls == results and calls[1] == "abcDEF123"
+    assert all(len(i) == 9 and i.isalnum() for i in calls), calls
+    assert sent["random_seed"] == 7 and "seed" not in sent
+
+
+def test_other_openai_compatible_servers_keep_their_ids_and_seed(mock_server: MockServer) -> None:
+    mock_server.push_text("Sunny.")
+    failover.Client({"g": openai(mock_server)}).prompt(_loop("toolu_01A09q90qw90"), seed=7)
+    sent = mock_server.requests[0].json
+    assert sent["messages"][1]["tool_calls"][0]["id"] == "toolu_01A09q90qw90"
+    assert sent["seed"] == 7
+
+
+def test_stream_options_in_params_win_in_a_stream_and_stay_off_other_calls(
+    mock_server: MockServer,
+) -> None:
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[stop, "data: [DONE]"])
+    mock_server.push_text("ok")
+    provider = openai(mock_server, params={"stream_options": {"include_usage": False}})
+    client = failover.Client({"g": provider})
+    with client.stream("Hi") as stream:
+        list(stream)
+    client.prompt("Hi")
+    streamed, plain = (r.json for r in mock_server.requests)
+    assert streamed["stream_options"] == {"include_usage": False}
+    assert "stream_options" not in plain and "stream" not in plain
+
+
+def test_a_system_only_conversation_skips_gemini(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    backup_server.push_text("Hello.")
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
+    client = failover.Client({"gem": gemini, "gpt": openai(backup_server)})
+    r = client.prompt([{"role": "system", "content": "Greet the user."}])
+    assert r.provider == "gpt" and mock_server.requests == []
+    assert "only system" in (r.attempts[0].skipped or "")
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"type": "function", "function": {"name": "weather"}},
+        {"type": "tool", "name": "weather"},
+    ],
+)
+def test_tool_choice_takes_openai_and_anthropic_dicts(
+    mock_server: MockServer, choice: dict[str, Any]
+) -> None:
+    mock_server.push_text("ok")
+    tool = failover.Tool(name="weather", parameters={"type": "object", "properties": {}})
+    failover.Client({"g": openai(mock_server)}).prompt("Hi", tools=[tool], tool_choice=choice)
+    assert mock_server.requests[0].json["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "weather"},
+    }
+
+
+def test_tool_choice_any_is_required() -> None:
+    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+    with pytest.raises(failover.ConfigurationError, match="tool_choice"):
+        client.prompt("Hi", tool_choice={"type": "bogus"})  # type: ignore[arg-type]
+
+
+# Options checked when given ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["bad name", "auto", "x" * 65, "a.b"])
+def test_a_tool_name_providers_refuse_is_refused_by_tool(name: str) -> None:
+    with pytest.raises(failover.ConfigurationError, match="tool"):
+        failover.Tool(name=name)
+
+
+def test_pool_and_member_names_are_checked_when_given() -> None:
+    member = failover.OpenAI(model="m", api_key=KEY)
+    with pytest.raises(failover.ConfigurationError, match="Pool name 'a/b'"):
+        failover.Pool("a/b", [member])
+    for bad in ("x/y", "x:y"):
+        with pytest.raises(failover.ConfigurationError, match="member name"):
+            failover.Pool("g", {bad: member})
+    failover.Pool("g", [member, member])  # numbered members are named g/0, g/1
+
+
+def test_mockserver_refuses_a_bad_header_name_and_events_that_are_not_str() -> None:
+    with MockServer() as server:
+        with pytest.raises(ValueError, match="not an HTTP token"):
+            server.push(headers={"bad name": "v"})
+        with pytest.raises(ValueError, match="events are str"):
+            server.push(sse=[{"data": "x"}])  # type: ignore[list-item]
+        assert server.pending == 0
