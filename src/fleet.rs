@@ -105,8 +105,9 @@ pub struct RedisState {
     down: AtomicBool,
     /// What to tell the caller, in order (Redis lost, Redis back).
     notices: Mutex<Vec<String>>,
-    /// The mirror has read the fleet's cooldowns once: a fresh client's
-    /// first call waits (briefly) for that, never later calls.
+    /// The mirror has read the fleet's cooldowns once, or a call has waited
+    /// its `timeout` for that in vain: a fresh client's first call waits
+    /// (briefly) for it, never later calls.
     synced_once: watch::Sender<bool>,
     writes: mpsc::UnboundedSender<Write>,
     /// First attempts not flushed yet: (counter key, bucket) -> calls.
@@ -149,7 +150,8 @@ impl RedisState {
         timeout: Duration,
         handle: tokio::runtime::Handle,
     ) -> Result<Arc<Self>, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("not a Redis URL: {e}"))?;
+        let client =
+            redis::Client::open(url).map_err(|e| format!("RedisState needs a Redis URL: {e}"))?;
         let db = client.get_connection_info().redis_settings().db();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1).max(timeout)))
@@ -192,6 +194,9 @@ impl RedisState {
     /// Notes how the last exchange with Redis went: a change is said once.
     fn went(&self, ok: bool, why: &str) {
         let was_down = self.down.swap(!ok, Ordering::SeqCst);
+        // One log line: a server that is not Redis can make the client's
+        // parse errors span several.
+        let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
         let text = match (was_down, ok) {
             (false, false) => format!(
                 "Redis state is unavailable ({why}): this client uses its in-process state \
@@ -595,8 +600,11 @@ impl SharedState for RedisState {
             if *synced.borrow() || self.down.load(Ordering::SeqCst) {
                 return;
             }
-            // A fresh client's first call sees the fleet's cooldowns, within the timeout.
+            // A fresh client's first call sees the fleet's cooldowns, within the
+            // timeout; a wait in vain is not waited again by the next call
+            // (which may have a budget round trip of its own to wait for).
             let _ = tokio::time::timeout(timeout, synced.wait_for(|s| *s)).await;
+            self.synced_once.send_replace(true);
         })
     }
 

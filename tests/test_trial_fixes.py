@@ -242,3 +242,34 @@ def test_mockserver_refuses_a_bad_header_name_and_events_that_are_not_str() -> N
         with pytest.raises(ValueError, match="events are str"):
             server.push(sse=[{"data": "x"}])  # type: ignore[list-item]
         assert server.pending == 0
+
+
+def test_an_images_detail_reaches_chat_completions_only(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "low"}}
+    question = [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}]
+    mock_server.push_text("A cat.")
+    backup_server.push_text("A cat.", wire="anthropic")
+    failover.Client({"g": openai(mock_server)}).prompt(question)
+    failover.Client({"c": anthropic(backup_server)}).prompt(question)
+    assert mock_server.requests[0].json["messages"][0]["content"][1] == image
+    sent = backup_server.requests[0].json["messages"][0]["content"][1]
+    assert sent == {"type": "image", "source": {"type": "url", "url": "https://e.com/a.png"}}
+    with pytest.raises(failover.ConfigurationError, match="detail"):
+        bad = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": 3}}
+        failover.Client({"g": openai(mock_server)}).prompt([{"role": "user", "content": [bad]}])
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("unix://tmp/redis.sock", "absolute path"),
+        ("", "not a redis://"),
+        ("localhost:6379", "not a redis://"),
+    ],
+)
+def test_a_redis_url_that_cannot_work_is_refused_in_the_usual_words(url: str, why: str) -> None:
+    with pytest.raises(failover.ConfigurationError, match="RedisState needs a Redis URL") as info:
+        failover.RedisState(url)
+    assert why in str(info.value) and "'://'" not in str(info.value)

@@ -15,7 +15,9 @@ _MIN_TIMEOUT = 0.001
 def _display(url: str) -> str:
     """``url`` without its user part (a password may be in it) or query; a
     socket's path kept."""
-    scheme, _, rest = url.partition("://")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "<not a URL>" if url else ""
     rest = rest.split("?", 1)[0].split("#", 1)[0]
     if scheme.lower() in ("unix", "redis+unix"):
         return f"{scheme}://{rest.rsplit('@', 1)[-1]}"
@@ -32,6 +34,8 @@ def _url_problem(url: object) -> str | None:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
         return "it is not a redis://, rediss:// or unix:// URL"
+    if scheme.lower() in ("unix", "redis+unix") and not rest.rsplit("@", 1)[-1].startswith("/"):
+        return "a socket URL names an absolute path: unix:///run/redis/redis.sock"
     if scheme.lower() in ("redis", "rediss"):
         authority, _, path = rest.partition("/")
         host = authority.rsplit("@", 1)[-1]

@@ -22,8 +22,13 @@ pub enum Role {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Part {
     Text(String),
-    /// An image by URL: `https://...` or `data:image/png;base64,...`.
-    Image(String),
+    /// An image by URL: `https://...` or `data:image/png;base64,...`, with
+    /// OpenAI's `detail` (`"low"`, `"high"`, ...) when given: sent on
+    /// Chat Completions wires, which read it, and nowhere else.
+    Image {
+        url: String,
+        detail: Option<String>,
+    },
 }
 
 /// `data:image/png;base64,AAAA` -> (`image/png`, `AAAA`).
@@ -69,7 +74,7 @@ impl Message {
             .iter()
             .filter_map(|p| match p {
                 Part::Text(t) => Some(t.as_str()),
-                Part::Image(_) => None,
+                Part::Image { .. } => None,
             })
             .collect::<Vec<_>>()
             .join("")
@@ -148,7 +153,7 @@ fn check_conversation(messages: &[Message]) -> Result<(), String> {
             || m.role == Role::Tool
             || m.parts.iter().any(|p| match p {
                 Part::Text(text) => !text.trim().is_empty(),
-                Part::Image(_) => true,
+                Part::Image { .. } => true,
             })
     };
     let turns = messages
@@ -222,7 +227,7 @@ fn parse_message(message: &Value) -> Result<Message, String> {
         }
     };
     if matches!(role, Role::System | Role::Developer)
-        && parts.iter().any(|p| matches!(p, Part::Image(_)))
+        && parts.iter().any(|p| matches!(p, Part::Image { .. }))
     {
         return Err(format!("a {role_name} message takes text only, not images"));
     }
@@ -264,17 +269,30 @@ fn parse_part(part: &Value) -> Result<Part, String> {
             _ => Err("a refusal part needs 'refusal' (a str)".into()),
         },
         Some("image_url") => {
-            let url = part
-                .get("image_url")
+            let image = part.get("image_url");
+            let url = image
                 .and_then(|i| i.get("url").or(Some(i)))
                 .and_then(Value::as_str);
+            let detail = match image.and_then(|i| i.get("detail")) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(d)) if !d.is_empty() => Some(d.clone()),
+                Some(other) => {
+                    return Err(format!(
+                        "an image's 'detail' is a str (\"auto\", \"low\", \"high\"), got {other}"
+                    ))
+                }
+            };
+            let image = |url: &str| Part::Image {
+                url: url.to_string(),
+                detail: detail.clone(),
+            };
             match url {
                 Some(url) if url.starts_with("data:") => {
                     check_data_url(url)?;
-                    Ok(Part::Image(url.to_string()))
+                    Ok(image(url))
                 }
                 Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
-                    Ok(Part::Image(url.to_string()))
+                    Ok(image(url))
                 }
                 _ => Err(
                     "an image_url part needs {'url': 'https://...' or 'data:image/...;base64,...'}"
@@ -531,7 +549,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             parsed[2].parts[1],
-            Part::Image("data:image/png;base64,AAAA".into())
+            Part::Image {
+                url: "data:image/png;base64,AAAA".into(),
+                detail: None
+            }
         );
         assert_eq!(
             parsed[3].tool_calls,

@@ -266,7 +266,7 @@ fn closed_objects(mut schema: Value) -> Value {
 fn part(p: &Part) -> Value {
     match p {
         Part::Text(text) => json!({"type": "text", "text": text}),
-        Part::Image(url) => match data_url(url) {
+        Part::Image { url, .. } => match data_url(url) {
             Some((media_type, data)) => json!({"type": "image",
                 "source": {"type": "base64", "media_type": media_type, "data": data}}),
             None => json!({"type": "image", "source": {"type": "url", "url": url}}),

@@ -92,7 +92,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                 parts.extend(
                     m.parts
                         .iter()
-                        .filter(|p| matches!(p, Part::Image(_)))
+                        .filter(|p| matches!(p, Part::Image { .. }))
                         .map(part),
                 );
                 ("user", parts)
@@ -225,7 +225,7 @@ fn content_parts(parts: &[Part]) -> Vec<Value> {
 fn part(p: &Part) -> Value {
     match p {
         Part::Text(text) => json!({ "text": text }),
-        Part::Image(url) => match data_url(url) {
+        Part::Image { url, .. } => match data_url(url) {
             Some((mime_type, data)) => {
                 json!({"inlineData": {"mimeType": mime_type, "data": data}})
             }

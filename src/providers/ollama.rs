@@ -37,7 +37,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
             .parts
             .iter()
             .filter_map(|p| match p {
-                Part::Image(url) => data_url(url).map(|(_, data)| Value::from(data)),
+                Part::Image { url, .. } => data_url(url).map(|(_, data)| Value::from(data)),
                 Part::Text(_) => None,
             })
             .collect();
@@ -118,7 +118,7 @@ pub(super) fn unable(request: &ChatRequest) -> Option<String> {
         .messages
         .iter()
         .flat_map(|m| &m.parts)
-        .any(|p| matches!(p, Part::Image(url) if data_url(url).is_none()));
+        .any(|p| matches!(p, Part::Image { url, .. } if data_url(url).is_none()));
     if by_url {
         return Some("Ollama takes images as data: URLs (base64) only, and one is a link".into());
     }

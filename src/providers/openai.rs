@@ -150,7 +150,7 @@ fn chat_messages(messages: &[Message]) -> Vec<Value> {
         if m.role != Role::Tool && !moved.is_empty() {
             out.push(json!({"role": "user", "content": std::mem::take(&mut moved)}));
         }
-        let has_image = m.parts.iter().any(|p| matches!(p, Part::Image(_)));
+        let has_image = m.parts.iter().any(|p| matches!(p, Part::Image { .. }));
         if m.role != Role::Tool || !has_image {
             out.push(message(m));
             continue;
@@ -164,7 +164,7 @@ fn chat_messages(messages: &[Message]) -> Vec<Value> {
         for part in &m.parts {
             match part {
                 Part::Text(t) => text.parts.push(Part::Text(t.clone())),
-                Part::Image(url) => {
+                Part::Image { url, detail } => {
                     images += 1;
                     text.parts.push(Part::Text(format!(
                         "[image {images} of this result: in the next user message]"
@@ -173,7 +173,7 @@ fn chat_messages(messages: &[Message]) -> Vec<Value> {
                         moved.push(json!({"type": "text",
                             "text": format!("The images returned by tool call {id}:")}));
                     }
-                    moved.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                    moved.push(image_part(url, detail.as_deref()));
                 }
             }
         }
@@ -183,6 +183,15 @@ fn chat_messages(messages: &[Message]) -> Vec<Value> {
         out.push(json!({"role": "user", "content": moved}));
     }
     out
+}
+
+/// An image content part, with its `detail` when the caller gave one.
+fn image_part(url: &str, detail: Option<&str>) -> Value {
+    let mut image = json!({"url": url});
+    if let Some(detail) = detail {
+        image["detail"] = Value::from(detail);
+    }
+    json!({"type": "image_url", "image_url": image})
 }
 
 fn message(m: &Message) -> Value {
@@ -205,7 +214,7 @@ fn message(m: &Message) -> Value {
                 .iter()
                 .filter_map(|p| match p {
                     Part::Text(text) => Some(text.as_str()),
-                    Part::Image(_) => None,
+                    Part::Image { .. } => None,
                 })
                 .collect::<Vec<_>>()
                 .join("\n"),
@@ -215,7 +224,7 @@ fn message(m: &Message) -> Value {
                 .iter()
                 .map(|p| match p {
                     Part::Text(text) => json!({"type": "text", "text": text}),
-                    Part::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+                    Part::Image { url, detail } => image_part(url, detail.as_deref()),
                 })
                 .collect(),
         ),
