@@ -248,3 +248,17 @@ def test_side_by_side_with_openai_python(
         if they == base and 0.75 * base <= we <= base:
             continue  # a backoff on both sides, failover's with its jitter
         assert we == pytest.approx(they, abs=1.5 if dated else 1e-9), (sleeper.sleeps, theirs_slept)
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize(("value", "wait"), [("1.5e2", 150.0), ("1_50", 150.0), ("150", 150.0)])
+def test_a_wait_refused_as_too_long_still_says_how_long(
+    mock_server: MockServer, value: str, wait: float
+) -> None:
+    # openai-python reads 150 s in each and refuses to wait that long; the
+    # error says so, and the provider cools for that long.
+    requests, sleeps, outcome = run(
+        mock_server, {"status": 429, "headers": {"retry-after": value}, "json": SLOW}
+    )
+    assert (requests, sleeps) == (1, [])
+    assert isinstance(outcome, failover.RateLimited) and outcome.retry_after == wait

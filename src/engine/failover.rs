@@ -358,7 +358,7 @@ where
             // The wait it asked for, even under `x-should-retry: false`
             // (which forbids the retry, not the hint): the error's
             // `.retry_after`, and the cooldown if it is given up on.
-            let hinted = situation.hint;
+            let hinted = spec.policy.server_wait(&situation);
             let retry_after = hinted;
             let left = |failure| ProviderFailure {
                 provider: index,

@@ -251,6 +251,22 @@ impl RetryPolicy {
         }
     }
 
+    /// The wait the response asked for, as this policy reads it: the
+    /// situation's hint, or under the openai preset what openai-python
+    /// reads where failover's own reader reads nothing (`1.5e2`, `1_50`), so
+    /// a wait it refused as too long still sets `.retry_after` and the
+    /// cooldown.
+    pub fn server_wait(&self, s: &Situation<'_>) -> Option<Duration> {
+        match self.preset {
+            Preset::OpenAI => s.hint.or_else(|| {
+                super::openai_python::wait(&s.failure.headers, s.now)
+                    .filter(|v| *v > 0.0 && v.is_finite())
+                    .and_then(super::hints::wait_secs)
+            }),
+            _ => s.hint,
+        }
+    }
+
     /// Whether a failure of `kind` moves the call to the next provider once
     /// this one is given up on (laravel decides by status: see
     /// [`fails_over_after`](Self::fails_over_after)).
