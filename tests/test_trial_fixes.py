@@ -180,15 +180,19 @@ def test_stream_options_in_params_win_in_a_stream_and_stay_off_other_calls(
     assert "stream_options" not in plain and "stream" not in plain
 
 
-def test_a_system_only_conversation_skips_gemini(
+def test_a_conversation_without_a_user_turn_skips_gemini(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
-    backup_server.push_text("Hello.")
     gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
     client = failover.Client({"gem": gemini, "gpt": openai(backup_server)})
-    r = client.prompt([{"role": "system", "content": "Greet the user."}])
-    assert r.provider == "gpt" and mock_server.requests == []
-    assert "only system" in (r.attempts[0].skipped or "")
+    for history in (
+        [{"role": "system", "content": "Greet the user."}],
+        [{"role": "system", "content": "Go on."}, {"role": "assistant", "content": "Once"}],
+    ):
+        backup_server.push_text("Hello.")
+        r = client.prompt(history)
+        assert r.provider == "gpt" and mock_server.requests == []
+        assert "needs a user turn" in (r.attempts[0].skipped or "")
 
 
 @pytest.mark.parametrize(
@@ -273,3 +277,86 @@ def test_a_redis_url_that_cannot_work_is_refused_in_the_usual_words(url: str, wh
     with pytest.raises(failover.ConfigurationError, match="RedisState needs a Redis URL") as info:
         failover.RedisState(url)
     assert why in str(info.value) and "'://'" not in str(info.value)
+
+
+def test_whitespace_only_system_text_is_not_sent_to_anthropic(mock_server: MockServer) -> None:
+    mock_server.push_text("Hi.", wire="anthropic")
+    mock_server.push_text("Hi.", wire="anthropic")
+    client = failover.Client({"c": anthropic(mock_server)})
+    client.prompt("Hi", system=" \n")
+    client.prompt([{"role": "system", "content": "  "}, {"role": "user", "content": "Hi"}])
+    assert all("system" not in r.json for r in mock_server.requests)
+
+
+def test_a_tool_call_left_without_a_result_is_refused_before_sending(
+    mock_server: MockServer,
+) -> None:
+    history = [*_loop("c1", "c2"), {"role": "user", "content": "And?"}]
+    del history[3]  # c2's result
+    with pytest.raises(failover.ConfigurationError, match=r'\["c2"\] have no result'):
+        failover.Client({"g": openai(mock_server)}).prompt(history)
+    assert mock_server.requests == []
+
+
+def test_a_header_under_the_keys_name_stands_in_for_the_key(
+    mock_server: MockServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    gateway = {"Authorization": "Bearer gateway-token-123456"}
+    provider = failover.OpenAI(model="m", base_url=mock_server.url, headers=gateway)
+    asked: list[int] = []
+
+    def key() -> str:
+        asked.append(1)
+        raise RuntimeError("the vault is down")
+
+    keyed = failover.OpenAI(model="m", base_url=mock_server.url, headers=gateway, api_key=key)
+    for client_provider in (provider, keyed):
+        mock_server.push_text("ok")
+        failover.Client({"g": client_provider}).prompt("Hi")
+    assert asked == [], "a key that would not be sent is not fetched"
+    assert [r.headers["authorization"] for r in mock_server.requests] == [
+        "Bearer gateway-token-123456"
+    ] * 2
+
+
+def test_a_stream_whose_first_event_the_deadline_cuts_off_is_deadline_exceeded(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push(sse=["data: {}"], fault="stall:0")
+    client = failover.Client({"g": openai(mock_server)}, timeout=10)
+    with pytest.raises(failover.DeadlineExceeded):
+        with client.stream("Hi", deadline=0.3) as stream:
+            list(stream)
+
+
+def test_a_tool_choice_dict_with_a_field_one_wire_reads_is_refused() -> None:
+    client = failover.Client({"c": failover.Anthropic(model="m", api_key=KEY)})
+    tool = failover.Tool(name="weather")
+    with pytest.raises(failover.ConfigurationError, match=r"disable_parallel_tool_use.*params="):
+        client.prompt(
+            "Hi",
+            tools=[tool],
+            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        )
+
+
+def test_an_images_detail_must_be_one_openai_reads() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "bogus"}}
+    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+    with pytest.raises(failover.ConfigurationError, match="detail"):
+        client.prompt([{"role": "user", "content": [image]}])
+
+
+def test_calls_with_a_stop_are_tool_calls(mock_server: MockServer) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+    r = failover.Client({"g": openai(mock_server)}).prompt("Hi")
+    assert r.finish_reason == "tool_calls" and r.tool_calls[0].id == "c1"
+
+
+def test_a_blank_key_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")
+    with pytest.raises(failover.ConfigurationError, match="OPENAI_API_KEY is blank"):
+        failover.Client({"g": failover.OpenAI(model="m")})

@@ -270,7 +270,7 @@ def prompt(args: argparse.Namespace) -> int:
         name
         for name, cls in _DRIVERS.items()
         if name in _DEFAULT_MODELS
-        and any(os.environ.get(v) for v in (cls.env_var, *cls.env_fallbacks) if v)
+        and any(os.environ.get(v, "").strip() for v in (cls.env_var, *cls.env_fallbacks) if v)
     ]
     if not specs:
         print(

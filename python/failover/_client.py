@@ -187,14 +187,25 @@ def _tool_choice(choice: object) -> Optional[str]:
         kind = choice.get("type")
         function = choice.get("function")
         name: object = None
+        known = {"type"}
         if kind == "function" and isinstance(function, Mapping):
             name = function.get("name")
+            known.add("function")
         elif kind == "tool":
             name = choice.get("name")
+            known.add("name")
         elif kind in ("auto", "none"):
             name = kind
         elif kind == "any":
             name = "required"
+        extra = sorted(set(choice) - known)
+        if extra and isinstance(name, str):
+            # Not dropped in silence: it means something on one wire only.
+            raise ConfigurationError(
+                f"tool_choice: {', '.join(extra)} is not sent to every provider; give it in "
+                "that provider's params= (Anthropic(params={'tool_choice': "
+                "{'disable_parallel_tool_use': True}}), with tool_choice='auto')"
+            )
         if isinstance(name, str) and name:
             return name
     raise ConfigurationError(

@@ -178,18 +178,21 @@ class Provider:
                 raise ConfigurationError(f"provider {name!r}: {problem}")
             self._check_secure(name)
             return key
+        source = "its API key"
         if key is None and self._env_var:
-            key = os.environ.get(self._env_var) or None
-            for fallback in self.env_fallbacks if self._env_var == self.env_var else ():
-                key = key or os.environ.get(fallback) or None
+            fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
+            for variable in (self._env_var, *fallbacks):
+                key = os.environ.get(variable) or None
+                if key is not None:
+                    source = variable
+                    break
         if key is not None:
             # Keys read from files and variables often end in a newline.
             key = key.strip()
             if not key or any(ord(c) < 32 or ord(c) == 127 for c in key):
-                raise ConfigurationError(
-                    f"provider {name!r} has an API key with control characters or none at all"
-                )
-        if key is None and self._key_required:
+                what = "is blank" if not key else "holds control characters"
+                raise ConfigurationError(f"provider {name!r}: {source} {what}")
+        if key is None and self._key_required and not self._key_header_given():
             where = f"set {self._env_var} or pass api_key=" if self._env_var else "pass api_key="
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
@@ -201,6 +204,13 @@ class Provider:
         ):
             self._check_secure(name)
         return key
+
+    def _key_header_given(self) -> bool:
+        """Whether ``headers`` carry a credential under the name the key travels in
+        (a gateway's token in ``Authorization``): it is sent instead, so no key is
+        needed."""
+        wanted = _native.key_header_name(self.wire, callable(self._api_key))
+        return any(name.lower() == wanted for name in self.headers)
 
     def _check_secure(self, name: Optional[str]) -> None:
         """Refuses a credential bound for plain http (``name`` None: the provider

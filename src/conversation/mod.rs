@@ -134,11 +134,30 @@ pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, String> {
 
 /// What holds across messages: each tool result answers a call made before
 /// it (every wire refuses an orphan, and Gemini names a result by its
-/// call's function), and there is something to answer.
+/// call's function), each call is answered by the tool messages right after
+/// its turn (Chat Completions and Anthropic refuse a call left open), and
+/// there is something to answer.
 fn check_conversation(messages: &[Message]) -> Result<(), String> {
     let mut calls: Vec<&str> = Vec::new();
     for (index, m) in messages.iter().enumerate() {
         calls.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
+        let answered: Vec<&str> = messages[index + 1..]
+            .iter()
+            .take_while(|next| next.role == Role::Tool)
+            .filter_map(|next| next.tool_call_id.as_deref())
+            .collect();
+        let open: Vec<&str> = m
+            .tool_calls
+            .iter()
+            .map(|c| c.id.as_str())
+            .filter(|id| !answered.contains(id))
+            .collect();
+        if !open.is_empty() {
+            return Err(format!(
+                "message {index}: the tool calls {open:?} have no result in the tool messages \
+                 right after it: give one for each (\"cancelled\" if the tool did not run)"
+            ));
+        }
         if let Some(id) = &m.tool_call_id {
             if !calls.contains(&id.as_str()) {
                 return Err(format!(
@@ -275,10 +294,12 @@ fn parse_part(part: &Value) -> Result<Part, String> {
                 .and_then(Value::as_str);
             let detail = match image.and_then(|i| i.get("detail")) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(d)) if !d.is_empty() => Some(d.clone()),
+                Some(Value::String(d)) if ["auto", "low", "high"].contains(&d.as_str()) => {
+                    Some(d.clone())
+                }
                 Some(other) => {
                     return Err(format!(
-                        "an image's 'detail' is a str (\"auto\", \"low\", \"high\"), got {other}"
+                        "an image's 'detail' is \"auto\", \"low\" or \"high\", got {other}"
                     ))
                 }
             };

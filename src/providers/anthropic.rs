@@ -102,6 +102,8 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         "max_tokens".into(),
         Value::from(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
     );
+    // Whitespace-only system text is refused there, as any text block is.
+    system.retain(|s| !s.trim().is_empty());
     if !system.is_empty() {
         body.insert("system".into(), Value::from(system.join("\n\n")));
     }
@@ -272,11 +274,6 @@ fn part(p: &Part) -> Value {
             None => json!({"type": "image", "source": {"type": "url", "url": url}}),
         },
     }
-}
-
-/// The header that carries the key.
-pub(super) fn key_header(key: &str) -> (String, String) {
-    ("x-api-key".to_string(), key.to_string())
 }
 
 /// An Anthropic usage object, in the one meaning (OpenAI's): every input

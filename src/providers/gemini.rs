@@ -114,6 +114,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         .collect();
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents));
+    system.retain(|s| !s.trim().is_empty());
     if !system.is_empty() {
         body.insert(
             "systemInstruction".into(),
@@ -204,12 +205,11 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
 
 /// Everything the neutral conversation says, Gemini can take.
 pub(super) fn unable(request: &ChatRequest) -> Option<String> {
-    let only_system = request
+    let no_user_turn = !request
         .messages
         .iter()
-        .all(|m| matches!(m.role, Role::System | Role::Developer));
-    only_system
-        .then(|| "Gemini needs a user turn, and the conversation has only system ones".into())
+        .any(|m| matches!(m.role, Role::User | Role::Tool));
+    no_user_turn.then(|| "Gemini needs a user turn, and the conversation has none".into())
 }
 
 fn content_parts(parts: &[Part]) -> Vec<Value> {
@@ -257,11 +257,6 @@ fn image_type(url: &str) -> Option<&'static str> {
         "heif" => "image/heif",
         _ => return None,
     })
-}
-
-/// The header that carries the key.
-pub(super) fn key_header(key: &str) -> (String, String) {
-    ("x-goog-api-key".to_string(), key.to_string())
 }
 
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {

@@ -483,6 +483,35 @@ pub fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String
     Some(format!("{} cannot serve this call: {why}", provider.name))
 }
 
+/// The header `provider`'s key travels in.
+pub fn key_header_name(provider: &ProviderConfig) -> &'static str {
+    key_header_for(provider.wire, provider.entra_token)
+}
+
+/// The header a key travels in on `wire` (`entra_token`: an Azure key that
+/// is an Entra ID token).
+pub fn key_header_for(wire: Wire, entra_token: bool) -> &'static str {
+    match wire {
+        // An Entra ID token (a callable key) is a bearer token; a resource
+        // key goes in `api-key`.
+        Wire::Azure if !entra_token => "api-key",
+        Wire::OpenAI | Wire::Azure | Wire::Ollama => "authorization",
+        Wire::Anthropic => "x-api-key",
+        Wire::Gemini => "x-goog-api-key",
+    }
+}
+
+/// Whether the caller set a credential header under the name the key
+/// travels in (a gateway's token in `Authorization`): that one is sent,
+/// and the key (or its callable) is not needed.
+pub fn key_header_given(provider: &ProviderConfig, request: &HttpRequest) -> bool {
+    let name = key_header_name(provider);
+    request
+        .secret_headers
+        .iter()
+        .any(|(given, _)| given.eq_ignore_ascii_case(name))
+}
+
 /// `request` with `key` in the header the wire carries it in.
 pub fn authorize(
     provider: &ProviderConfig,
@@ -491,22 +520,13 @@ pub fn authorize(
 ) -> HttpRequest {
     let mut request = request.clone();
     if let Some(key) = key {
-        let header = match provider.wire {
-            // An Entra ID token (a callable key) is a bearer token; a
-            // resource key goes in `api-key`.
-            Wire::Azure if !provider.entra_token => ("api-key".to_string(), key.to_string()),
-            Wire::OpenAI | Wire::Azure | Wire::Ollama => openai::key_header(key),
-            Wire::Anthropic => anthropic::key_header(key),
-            Wire::Gemini => gemini::key_header(key),
-        };
-        // A credential header the caller set under the same name (a
-        // gateway's token in `Authorization`) is the one sent.
-        let given = request
-            .secret_headers
-            .iter()
-            .any(|(name, _)| name.eq_ignore_ascii_case(&header.0));
-        if !given {
-            request.secret_headers.insert(0, header);
+        if !key_header_given(provider, &request) {
+            let name = key_header_name(provider);
+            let value = match name {
+                "authorization" => format!("Bearer {key}"),
+                _ => key.to_string(),
+            };
+            request.secret_headers.insert(0, (name.to_string(), value));
         }
         // The key itself is searched for down to MIN_KEY_LEN: a key is never
         // an ordinary word, whatever its length.

@@ -250,11 +250,6 @@ fn message(m: &Message) -> Value {
     Value::Object(out)
 }
 
-/// The header that carries the key.
-pub(super) fn key_header(key: &str) -> (String, String) {
-    ("authorization".to_string(), format!("Bearer {key}"))
-}
-
 pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let choice = json
         .get("choices")
@@ -298,13 +293,16 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             tool_calls.push(super::function_call(call, None)?);
         }
     }
+    let has_calls = !tool_calls.is_empty();
     // Groq has reported usage under `x_groq` as well as (or instead of) `usage`.
     Ok(ChatResponse {
         text,
         tool_calls,
         provider_data: None,
         model: super::string_at(json, "model"),
-        // A refusal is a content filter's answer, whatever finish_reason says.
+        // A refusal is a content filter's answer, whatever finish_reason
+        // says; calls and a "stop" (some servers of the family): the answer
+        // is the calls, as in a stream.
         finish_reason: if refused {
             Some("content_filter".to_string())
         } else {
@@ -312,6 +310,10 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
                 .get("finish_reason")
                 .and_then(Value::as_str)
                 .map(conversation::finish_reason)
+                .map(|reason| match reason.as_str() {
+                    "stop" if has_calls => "tool_calls".to_string(),
+                    _ => reason,
+                })
         },
         usage: answer_usage(json).map(usage).unwrap_or_default(),
         request_id: None,

@@ -151,14 +151,31 @@ pub async fn start(
         Ok(StartedStream { live, first })
     };
     match start_bound {
-        Some(bound) => match tokio::time::timeout(bound, begin).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::out_of_time(format!(
-                "{}: the stream did not start within {:.3}s",
-                provider.name,
-                bound.as_secs_f64()
-            ))),
-        },
+        Some(bound) => {
+            let out_of_time = || {
+                Failure::out_of_time(format!(
+                    "{}: the stream did not start within {:.3}s",
+                    provider.name,
+                    bound.as_secs_f64()
+                ))
+            };
+            let started = tokio::time::Instant::now();
+            match tokio::time::timeout(bound, begin).await {
+                // A wait inside the start (for the headers, for the first
+                // event) was cut to the bound too, and may end first: the
+                // deadline, not the provider, ended it (a connect timeout
+                // ends sooner; a 408 has a body).
+                Ok(Err(failure))
+                    if failure.kind == ErrorKind::Timeout
+                        && failure.body.is_none()
+                        && started.elapsed() >= bound =>
+                {
+                    Err(out_of_time())
+                }
+                Ok(result) => result,
+                Err(_) => Err(out_of_time()),
+            }
+        }
         None => begin.await,
     }
 }

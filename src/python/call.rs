@@ -421,6 +421,11 @@ pub(super) async fn run_engine(
             });
             let sent = match source {
                 KeySource::Fixed => Ok(built.clone()),
+                // The caller's own header under the key's name: the key is
+                // not sent, so its callable is not asked.
+                KeySource::Callable(_) if providers::key_header_given(provider, built) => {
+                    Ok(built.clone())
+                }
                 KeySource::Callable(callable) => {
                     callable_key(provider, callable, &built.secrets, interrupt)
                         .map(|key| providers::authorize(provider, built, Some(&key)))

@@ -46,6 +46,14 @@ fn is_credential_header(name: &str) -> bool {
     crate::providers::is_credential_header(name)
 }
 
+/// The header a key travels in on the wire named `wire` (`entra_token`: an
+/// Azure key that is an Entra ID token), for `headers=` that replace it.
+#[pyfunction]
+fn key_header_name(wire: &str, entra_token: bool) -> Option<&'static str> {
+    let wire = crate::providers::Wire::parse(wire)?;
+    Some(crate::providers::key_header_for(wire, entra_token))
+}
+
 /// Why `name` cannot name a tool, or `None` (the rule the conversation
 /// applies, for `Tool()` to check when given).
 #[pyfunction]
@@ -118,6 +126,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
     m.add_function(wrap_pyfunction!(tool_name_problem, m)?)?;
+    m.add_function(wrap_pyfunction!(key_header_name, m)?)?;
     m.add("MAX_SECONDS", hints::MAX_SECONDS)?;
     let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
     m.add("ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;
