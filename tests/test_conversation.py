@@ -254,7 +254,8 @@ def test_a_developer_message_is_anthropics_system(mock_server):
                 ("data:image/png,notbase64", "not base64"),
                 ("data:;base64,AAAA", "not type/subtype"),
                 ("data:image/png;base64,AAAAA", "not base64"),
-                ("data:image/png;base64,AA AA", "not base64"),
+                ("data:image/png;base64,AA=", "not base64"),
+                ("data:image/png;base64,A*BC", "not base64"),
                 ("data:image/png;base64", "no ','"),
             ]
         ],
@@ -617,14 +618,15 @@ def test_an_image_in_a_tool_result_moves_to_a_user_message_on_chat_completions(m
     r = failover.Client({"gpt": openai(mock_server)}).prompt(history)
     assert r.text == "A chart." and r.attempts[0].skipped is None
     sent = mock_server.requests[0].json["messages"]
-    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user", "user"]
+    # The images join the user message that follows (roles still alternate).
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user"]
     assert sent[2]["content"] == "ok\n[image 1 of this result: in the next user message]"
     assert sent[3]["content"] == "no data", "a result without images is left as it is"
     assert sent[4]["content"] == [
         {"type": "text", "text": "The images returned by tool call t1:"},
         image,
+        {"type": "text", "text": "Compare them."},
     ]
-    assert sent[5]["content"] == "Compare them."
 
 
 def test_an_image_in_a_tool_result_goes_to_anthropic_as_it_is(mock_server):

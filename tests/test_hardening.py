@@ -1123,7 +1123,7 @@ async def main():
         {call}
 asyncio.run(main())
 """
-    runs = 12
+    runs = 20
     chunk = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}'
     stop = 'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
     for _ in range(runs):

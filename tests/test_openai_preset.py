@@ -145,8 +145,8 @@ def test_the_default_policy_keeps_its_own_rules(mock_server: MockServer) -> None
     assert sleeper.sleeps != [15.0]
 
 
-# Side by side with openai-python itself, where it is installed (`pip install openai`;
-# `make test` does not install it, so there these skip). Each case is one reply
+# Side by side with openai-python itself, where it is installed (`make test` installs
+# the pinned release; elsewhere these skip). Each case is one reply
 # played three times (a first request and openai's two retries), then a 200, to
 # openai-python (its sleep recorded, its jitter fixed at none) and to failover
 # under the preset (a FakeSleeper): both must make the same requests and sleep
@@ -250,15 +250,17 @@ def test_side_by_side_with_openai_python(
         assert we == pytest.approx(they, abs=1.5 if dated else 1e-9), (sleeper.sleeps, theirs_slept)
 
 
-@pytest.mark.mock_server(assert_all_used=False)
 @pytest.mark.parametrize(("value", "wait"), [("1.5e2", 150.0), ("1_50", 150.0), ("150", 150.0)])
 def test_a_wait_refused_as_too_long_still_says_how_long(
     mock_server: MockServer, value: str, wait: float
 ) -> None:
     # openai-python reads 150 s in each and refuses to wait that long; the
     # error says so, and the provider cools for that long.
-    requests, sleeps, outcome = run(
-        mock_server, {"status": 429, "headers": {"retry-after": value}, "json": SLOW}
-    )
-    assert (requests, sleeps) == (1, [])
-    assert isinstance(outcome, failover.RateLimited) and outcome.retry_after == wait
+    mock_server.push(429, headers={"retry-after": value}, json=SLOW)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, retry=OPENAI, sleeper=sleeper)
+    with pytest.raises(failover.RateLimited) as info:
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 1 and sleeper.sleeps == []
+    assert info.value.retry_after == wait
+    assert client.cooldowns() == {"a": pytest.approx(wait)}

@@ -214,10 +214,16 @@ def test_tool_choice_takes_openai_and_anthropic_dicts(
     }
 
 
-def test_tool_choice_any_is_required() -> None:
-    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+def test_tool_choice_any_is_required_and_a_bogus_dict_is_refused(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push_text("ok")
+    tool = failover.Tool(name="weather")
+    client = failover.Client({"g": openai(mock_server)})
+    client.prompt("Hi", tools=[tool], tool_choice={"type": "any"})
+    assert mock_server.requests[0].json["tool_choice"] == "required"
     with pytest.raises(failover.ConfigurationError, match="tool_choice"):
-        client.prompt("Hi", tool_choice={"type": "bogus"})  # type: ignore[arg-type]
+        client.prompt("Hi", tools=[tool], tool_choice={"type": "bogus"})
 
 
 # Options checked when given ----------------------------------------------------------
@@ -341,11 +347,12 @@ def test_a_tool_choice_dict_with_a_field_one_wire_reads_is_refused() -> None:
         )
 
 
-def test_an_images_detail_must_be_one_openai_reads() -> None:
-    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "bogus"}}
-    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
-    with pytest.raises(failover.ConfigurationError, match="detail"):
-        client.prompt([{"role": "user", "content": [image]}])
+def test_an_images_detail_is_passed_on_as_given(mock_server: MockServer) -> None:
+    # OpenAI adds values ("original"): a str is passed on, not judged.
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "original"}}
+    mock_server.push_text("A cat.")
+    failover.Client({"g": openai(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    assert mock_server.requests[0].json["messages"][0]["content"][0] == image
 
 
 def test_calls_with_a_stop_are_tool_calls(mock_server: MockServer) -> None:
@@ -360,3 +367,79 @@ def test_a_blank_key_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "  ")
     with pytest.raises(failover.ConfigurationError, match="OPENAI_API_KEY is blank"):
         failover.Client({"g": failover.OpenAI(model="m")})
+
+
+def test_mistral_is_skipped_for_an_image_in_a_tool_result(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # Mistral refuses a user message after tool messages, which is where the
+    # image would go: the next provider takes the call.
+    history = _loop("t1")
+    history[2]["content"] = [{"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}]
+    backup_server.push_text("A chart.")
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(history)
+    assert r.provider == "g" and mock_server.requests == []
+    assert "tool results as text only" in (r.attempts[0].skipped or "")
+    sent = backup_server.requests[0].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[3]["content"][1]["image_url"]["url"] == "https://e.com/a.png"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data:image/png;base64,iVBORw0K\nGgoAAAAN\nSUhEUg==\n",  # base64 tools wrap at 76
+        "data:image/svg+xml;charset=utf-8;base64,iVBORw0KGgoAAAANSUhEUg==",
+        "data:image/png;name=a.png;BASE64,iVBORw0KGgoAAAANSUhEUg==",
+    ],
+)
+def test_data_urls_as_tools_write_them_are_taken_in_one_form(
+    mock_server: MockServer, url: str
+) -> None:
+    mock_server.push_text("ok", wire="anthropic")
+    image = {"type": "image_url", "image_url": {"url": url}}
+    failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
+    assert source["type"] == "base64" and source["data"] == "iVBORw0KGgoAAAANSUhEUg=="
+    assert source["media_type"] in ("image/png", "image/svg+xml")
+
+
+def test_azure_with_an_entra_token_in_its_own_header_needs_no_key(
+    mock_server: MockServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    mock_server.push_text("ok")
+    azure = failover.Azure(
+        deployment="gpt",
+        endpoint=mock_server.url,
+        api_version="2024-10-21",
+        headers={"Authorization": "Bearer entra-token-123456"},
+    )
+    failover.Client({"a": azure}).prompt("Hi")
+    headers = mock_server.requests[0].header_list
+    assert [v for n, v in headers if n == "authorization"] == ["Bearer entra-token-123456"]
+    assert not [n for n, _ in headers if n == "api-key"]
+
+
+def test_a_blank_key_variable_gives_way_to_a_fallback_that_holds_one(
+    mock_server: MockServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", " ")
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-fallback-123456")
+    mock_server.push_text("ok", wire="gemini")
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url)
+    failover.Client({"g": gemini}).prompt("Hi")
+    assert mock_server.requests[0].headers["x-goog-api-key"] == "AIza-fallback-123456"
+
+
+def test_a_streams_accept_header_is_the_streams_whatever_its_case(
+    mock_server: MockServer,
+) -> None:
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[stop, "data: [DONE]"])
+    provider = openai(mock_server, headers={"Accept": "application/json"})
+    with failover.Client({"g": provider}).stream("Hi") as stream:
+        list(stream)
+    accept = [v for n, v in mock_server.requests[0].header_list if n == "accept"]
+    assert accept == ["text/event-stream"]

@@ -180,12 +180,14 @@ class Provider:
             return key
         source = "its API key"
         if key is None and self._env_var:
+            # The first variable that holds a key; a blank one (a stray space)
+            # is named only when none does.
             fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
-            for variable in (self._env_var, *fallbacks):
-                key = os.environ.get(variable) or None
-                if key is not None:
-                    source = variable
-                    break
+            variables = (self._env_var, *fallbacks)
+            present = [(v, os.environ[v]) for v in variables if os.environ.get(v)]
+            holding = [(v, value) for v, value in present if value.strip()]
+            if holding or present:
+                source, key = (holding or present)[0]
         if key is not None:
             # Keys read from files and variables often end in a newline.
             key = key.strip()
@@ -209,8 +211,8 @@ class Provider:
         """Whether ``headers`` carry a credential under the name the key travels in
         (a gateway's token in ``Authorization``): it is sent instead, so no key is
         needed."""
-        wanted = _native.key_header_name(self.wire, callable(self._api_key))
-        return any(name.lower() == wanted for name in self.headers)
+        wanted = {_native.key_header_name(self.wire, entra) for entra in (False, True)}
+        return any(name.lower() in wanted for name in self.headers)
 
     def _check_secure(self, name: Optional[str]) -> None:
         """Refuses a credential bound for plain http (``name`` None: the provider

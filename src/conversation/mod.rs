@@ -138,7 +138,7 @@ pub fn parse_messages(messages: &[Value]) -> Result<Vec<Message>, String> {
 /// its turn (Chat Completions and Anthropic refuse a call left open), and
 /// there is something to answer.
 fn check_conversation(messages: &[Message]) -> Result<(), String> {
-    let mut calls: Vec<&str> = Vec::new();
+    let mut calls: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (index, m) in messages.iter().enumerate() {
         calls.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
         let answered: Vec<&str> = messages[index + 1..]
@@ -159,7 +159,7 @@ fn check_conversation(messages: &[Message]) -> Result<(), String> {
             ));
         }
         if let Some(id) = &m.tool_call_id {
-            if !calls.contains(&id.as_str()) {
+            if !calls.contains(id.as_str()) {
                 return Err(format!(
                     "message {index}: a tool result for call {id:?}, which no assistant \
                      message before it made (in 'tool_calls')"
@@ -294,12 +294,12 @@ fn parse_part(part: &Value) -> Result<Part, String> {
                 .and_then(Value::as_str);
             let detail = match image.and_then(|i| i.get("detail")) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(d)) if ["auto", "low", "high"].contains(&d.as_str()) => {
-                    Some(d.clone())
-                }
+                // Passed on as given: OpenAI adds values ("original").
+                Some(Value::String(d)) if !d.trim().is_empty() => Some(d.clone()),
                 Some(other) => {
                     return Err(format!(
-                        "an image's 'detail' is \"auto\", \"low\" or \"high\", got {other}"
+                        "an image's 'detail' is a str (\"auto\", \"low\", \"high\", \
+                         \"original\"), got {other}"
                     ))
                 }
             };
@@ -308,10 +308,7 @@ fn parse_part(part: &Value) -> Result<Part, String> {
                 detail: detail.clone(),
             };
             match url {
-                Some(url) if url.starts_with("data:") => {
-                    check_data_url(url)?;
-                    Ok(image(url))
-                }
+                Some(url) if url.starts_with("data:") => Ok(image(&normalized_data_url(url)?)),
                 Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
                     Ok(image(url))
                 }
@@ -349,35 +346,48 @@ pub fn tool_name_problem(name: &str) -> Option<String> {
     None
 }
 
-/// A `data:` image URL as every wire takes one: `data:<type>/<subtype>;base64,`
-/// and base64 after it (each wire sends the media type and the bytes apart).
-fn check_data_url(url: &str) -> Result<(), String> {
+/// A `data:` image URL in the one form every wire takes,
+/// `data:<type>/<subtype>;base64,<base64>`: RFC 2397 parameters
+/// (`;charset=`, `;name=`) dropped, `;BASE64` in any case, and the line
+/// breaks `base64` tools wrap their output in removed.
+fn normalized_data_url(url: &str) -> Result<String, String> {
     const FORM: &str = "an image data URL is 'data:image/png;base64,<base64>'";
     let (head, payload) = url["data:".len()..]
         .split_once(',')
         .ok_or_else(|| format!("{FORM}; this one has no ','"))?;
-    let media_type = head
-        .strip_suffix(";base64")
-        .ok_or_else(|| format!("{FORM}; this one is not base64"))?;
+    let mut params = head.split(';');
+    let media_type = params.next().unwrap_or("").trim();
+    if !params.any(|p| p.trim().eq_ignore_ascii_case("base64")) {
+        return Err(format!("{FORM}; this one is not base64"));
+    }
     let valid_type = media_type
         .split_once('/')
-        .is_some_and(|(kind, sub)| !kind.is_empty() && !sub.is_empty() && !sub.contains(';'));
+        .is_some_and(|(kind, sub)| !kind.is_empty() && !sub.is_empty());
     if !valid_type {
         return Err(format!(
             "{FORM}; its media type {media_type:?} is not type/subtype"
         ));
     }
+    let payload: String = payload
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
     let digits = payload.trim_end_matches('=');
+    let padding = payload.len() - digits.len();
     let is_base64 = !digits.is_empty()
-        && payload.len() - digits.len() <= 2
-        && digits.len() % 4 != 1
+        && padding <= 2
+        && (if padding > 0 {
+            payload.len() % 4 == 0
+        } else {
+            digits.len() % 4 != 1
+        })
         && digits
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'));
     if !is_base64 {
         return Err(format!("{FORM}; what follows ',' is not base64"));
     }
-    Ok(())
+    Ok(format!("data:{media_type};base64,{payload}"))
 }
 
 /// An assistant's earlier call, OpenAI-style: `{"id", "type": "function",

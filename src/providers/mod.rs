@@ -327,7 +327,7 @@ pub fn build_stream_request(provider: &ProviderConfig, request: &ChatRequest) ->
     }
     let mut request = finish_request(provider, &path, &body, headers, &request.headers);
     for (name, value) in &mut request.headers {
-        if name == "accept" {
+        if name.eq_ignore_ascii_case("accept") {
             *value = match provider.wire {
                 Wire::Ollama => "application/x-ndjson".into(),
                 _ => "text/event-stream".into(),
@@ -475,7 +475,7 @@ fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
 /// refuse.
 pub fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
     let why = match provider.wire {
-        Wire::OpenAI | Wire::Azure => openai::unable(request),
+        Wire::OpenAI | Wire::Azure => openai::unable(provider, request),
         Wire::Anthropic => anthropic::unable(request),
         Wire::Gemini => gemini::unable(request),
         Wire::Ollama => ollama::unable(request),

@@ -100,11 +100,20 @@ fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
     }
 }
 
-/// Why Chat Completions cannot take this call, if it cannot: it can take
-/// every conversation (an image in a tool result is moved, see
-/// `chat_messages`).
-pub(super) fn unable(_request: &ChatRequest) -> Option<String> {
-    None
+/// Why Chat Completions cannot take this call, if it cannot. An image in a
+/// tool result is moved to a user message after the results (see
+/// `chat_messages`), which Mistral (the provider with `short_tool_ids`)
+/// refuses: a user message may not follow a tool message there.
+pub(super) fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+    let image_in_result = request
+        .messages
+        .iter()
+        .any(|m| m.role == Role::Tool && m.parts.iter().any(|p| matches!(p, Part::Image { .. })));
+    (provider.short_tool_ids && image_in_result).then(|| {
+        "it takes tool results as text only, and no user message after them to carry \
+         a tool result's image"
+            .into()
+    })
 }
 
 /// The conversation with every tool-call id as Mistral takes it: 9 letters
@@ -142,13 +151,27 @@ fn short_ids(messages: &[Message]) -> Vec<Message> {
 /// chart) is common in agent loops that fail over from Claude or Gemini:
 /// each image stays where it was as a text marker, and the images of a run
 /// of tool results follow it in one user message (a user message may not
-/// come between the results of one assistant turn).
+/// come between the results of one assistant turn): the user message that
+/// comes next, when one does, so that roles still alternate for servers
+/// whose templates want that.
 fn chat_messages(messages: &[Message]) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len());
     let mut moved: Vec<Value> = Vec::new();
     for m in messages {
         if m.role != Role::Tool && !moved.is_empty() {
-            out.push(json!({"role": "user", "content": std::mem::take(&mut moved)}));
+            let mut parts = std::mem::take(&mut moved);
+            if m.role == Role::User {
+                let mut next = message(m);
+                match next["content"].take() {
+                    Value::Array(own) => parts.extend(own),
+                    Value::String(text) => parts.push(json!({"type": "text", "text": text})),
+                    _ => {}
+                }
+                next["content"] = Value::Array(parts);
+                out.push(next);
+                continue;
+            }
+            out.push(json!({"role": "user", "content": parts}));
         }
         let has_image = m.parts.iter().any(|p| matches!(p, Part::Image { .. }));
         if m.role != Role::Tool || !has_image {
