@@ -500,14 +500,16 @@ impl SharedState for RedisState {
 
     fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str) {
         self.mirror.cool(key, now, until, reason);
-        // The fleet keeps it for as long, in real time.
+        // Redis keeps it for as long, in real time; the fleet is told the
+        // same end as this mirror holds, so the echo changes nothing here
+        // (under a FakeSleeper, whose clock is not the real one, too).
         let left = until.duration_since(now).unwrap_or_default();
         let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
         let _ = self.writes.send(Write::Cool {
             key: key.to_string(),
             ms,
             reason: reason.to_string(),
-            until_ms: unix_ms(SystemTime::now()).saturating_add(ms),
+            until_ms: unix_ms(until),
         });
     }
 
