@@ -443,3 +443,18 @@ def test_a_streams_accept_header_is_the_streams_whatever_its_case(
         list(stream)
     accept = [v for n, v in mock_server.requests[0].header_list if n == "accept"]
     assert accept == ["text/event-stream"]
+
+
+def test_a_call_ended_by_its_key_callable_sends_call_failed(mock_server: MockServer, call) -> None:
+    events: list[Any] = []
+    provider = failover.OpenAICompatible(
+        model="m",
+        base_url=mock_server.url,
+        api_key=lambda: "",  # no key: ends the call
+    )
+    client = failover.Client({"a": provider}, on_event=events.append)
+    with pytest.raises(failover.ConfigurationError) as info:
+        call(client, "Hi")
+    failed = [e for e in events if isinstance(e, failover.CallFailed)]
+    assert len(failed) == 1 and failed[0].error is info.value
+    assert mock_server.requests == []

@@ -463,15 +463,27 @@ pub(super) async fn run_engine(
     // A fleet-wide state's first read, bounded by its timeout.
     inner.state.settle().await;
     let interrupted = &mut call.interrupted;
+    // A call ended by an error from Python code it ran (a key callable that
+    // gave no key) fails like any call: its CallFailed event goes out. A
+    // KeyboardInterrupt or SystemExit is not a failure of the call's.
+    let ended = |error: PyErr| {
+        Python::attach(|py| {
+            if error.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                let reason = error.value(py).to_string();
+                events.send_call_failed(py, call_id, error.value(py).as_any(), &reason);
+            }
+        });
+        error
+    };
     let result = tokio::select! {
         biased;
-        Ok(error) = &mut *interrupted => return Err(error),
+        Ok(error) = &mut *interrupted => return Err(ended(error)),
         result = run => result,
     };
     // The engine may finish in the same poll in which a hook or a sleeper
     // asked to end the call (a FakeSleeper never yields): the interrupt wins.
     if let Ok(error) = interrupted.try_recv() {
-        return Err(error);
+        return Err(ended(error));
     }
     if let Some(notice) = inner.state.take_notice() {
         Python::attach(|py| events.send_notice(py, &notice));
