@@ -529,7 +529,8 @@ def test_an_openai_refusal_is_a_content_filter(mock_server):
     }
     mock_server.push(200, json=refusal)
     r = failover.Client({"g": openai(mock_server)}).prompt("Hi")
-    assert (r.text, r.finish_reason) == ("", "content_filter")
+    # The model's words are the answer's text; the reason says what it is.
+    assert (r.text, r.finish_reason) == ("I can't help.", "content_filter")
 
 
 def test_names_strict_tools_and_refusal_parts_pass_through(mock_server):

@@ -380,7 +380,7 @@ def test_mistral_is_skipped_for_an_image_in_a_tool_result(
     mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
     r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(history)
     assert r.provider == "g" and mock_server.requests == []
-    assert "tool results as text only" in (r.attempts[0].skipped or "")
+    assert "right after tool results" in (r.attempts[0].skipped or "")
     sent = backup_server.requests[0].json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
     assert sent[3]["content"][1]["image_url"]["url"] == "https://e.com/a.png"
@@ -458,3 +458,77 @@ def test_a_call_ended_by_its_key_callable_sends_call_failed(mock_server: MockSer
     failed = [e for e in events if isinstance(e, failover.CallFailed)]
     assert len(failed) == 1 and failed[0].error is info.value
     assert mock_server.requests == []
+
+
+def test_mistral_is_skipped_for_a_user_message_right_after_tool_results(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    history = [*_loop("t1"), {"role": "user", "content": "And tomorrow?"}]
+    backup_server.push_text("Rain.")
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(history)
+    assert r.provider == "g" and mock_server.requests == []
+    assert "the conversation has one" in (r.attempts[0].skipped or "")
+
+
+def test_a_final_assistant_message_is_a_prefix_on_mistral(mock_server: MockServer) -> None:
+    mock_server.push_text("Paris.")
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    failover.Client({"m": mistral}).prompt(
+        [
+            {"role": "user", "content": "Capital of France?"},
+            {"role": "assistant", "content": "It is"},
+        ]
+    )
+    last = mock_server.requests[0].json["messages"][-1]
+    assert last == {"role": "assistant", "content": "It is", "prefix": True}
+
+
+def test_an_image_in_an_assistant_message_is_refused() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}
+    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+    with pytest.raises(failover.ConfigurationError, match="assistant message takes text only"):
+        client.prompt(
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [image]}]
+        )
+
+
+def test_a_refusal_is_the_answers_text_in_a_prompt_and_a_stream(mock_server: MockServer) -> None:
+    refusal = "I can't help with that."
+    message = {"role": "assistant", "content": None, "refusal": refusal}
+    mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+    chunks = [
+        'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "refusal": ""}}]}',
+        'data: {"choices": [{"index": 0, "delta": {"refusal": "I can\'t help"}}]}',
+        'data: {"choices": [{"index": 0, "delta": {"refusal": " with that."}}]}',
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}',
+        "data: [DONE]",
+    ]
+    mock_server.push(sse=chunks)
+    client = failover.Client({"g": openai(mock_server)})
+    r = client.prompt("Hi")
+    assert (r.text, r.finish_reason, r.message["content"]) == (refusal, "content_filter", refusal)
+    with client.stream("Hi") as stream:
+        streamed = "".join(c.text for c in stream)
+    assert streamed == refusal
+    assert stream.response is not None and stream.response.finish_reason == "content_filter"
+
+
+def test_a_json_schemas_description_reaches_chat_completions(mock_server: MockServer) -> None:
+    mock_server.push_text("{}")
+    spec = {"name": "city", "description": "A city and its country", "schema": {"type": "object"}}
+    failover.Client({"g": openai(mock_server)}).prompt(
+        "Hi", response_format={"type": "json_schema", "json_schema": spec}
+    )
+    sent = mock_server.requests[0].json["response_format"]["json_schema"]
+    assert sent["description"] == "A city and its country"
+
+
+def test_url_safe_base64_and_a_capitalised_media_type_are_sent_in_the_standard_form(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push_text("ok", wire="anthropic")
+    image = {"type": "image_url", "image_url": {"url": "data:IMAGE/PNG;base64,-_-_-_"}}
+    failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
+    assert (source["media_type"], source["data"]) == ("image/png", "+/+/+/==")

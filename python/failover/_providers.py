@@ -86,8 +86,10 @@ class Provider:
     stream_usage: ClassVar[bool] = True
     #: The body field that carries ``seed``.
     seed_field: ClassVar[str] = "seed"
-    #: Whether tool-call ids must be 9 letters or digits (others' are rewritten).
-    short_tool_ids: ClassVar[bool] = False
+    #: Mistral's conversation rules: 9-character tool-call ids (others' are
+    #: rewritten), no user message right after tool results, a final assistant
+    #: message sent as a prefix.
+    mistral_rules: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -242,7 +244,7 @@ class Provider:
             stream_usage=self.stream_usage,
             entra_token=False,
             seed_field=self.seed_field,
-            short_tool_ids=self.short_tool_ids,
+            mistral_rules=self.mistral_rules,
         )
 
     def __repr__(self) -> str:
@@ -596,7 +598,7 @@ class Mistral(OpenAICompatible):
     dimensions_field = "output_dimension"
     stream_usage = False
     seed_field = "random_seed"
-    short_tool_ids = True
+    mistral_rules = True
 
 
 class DeepSeek(OpenAICompatible):

@@ -34,8 +34,8 @@ class ProviderSpec:
         "name",
         "overloaded_statuses",
         "params",
+        "mistral_rules",
         "seed_field",
-        "short_tool_ids",
         "stream_usage",
         "wire",
     )
@@ -59,7 +59,7 @@ class ProviderSpec:
         stream_usage: bool,
         entra_token: bool,
         seed_field: str = "seed",
-        short_tool_ids: bool = False,
+        mistral_rules: bool = False,
     ) -> None:
         self.name = name
         self.wire = wire
@@ -77,7 +77,7 @@ class ProviderSpec:
         self.stream_usage = stream_usage
         self.entra_token = entra_token
         self.seed_field = seed_field
-        self.short_tool_ids = short_tool_ids
+        self.mistral_rules = mistral_rules
 
     def __repr__(self) -> str:  # never shows the key
         return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"

@@ -245,7 +245,9 @@ fn parse_message(message: &Value) -> Result<Message, String> {
             ))
         }
     };
-    if matches!(role, Role::System | Role::Developer)
+    // No provider takes an image from its own side of the conversation
+    // (Chat Completions' assistant content is text and refusals).
+    if matches!(role, Role::System | Role::Developer | Role::Assistant)
         && parts.iter().any(|p| matches!(p, Part::Image { .. }))
     {
         return Err(format!("a {role_name} message takes text only, not images"));
@@ -348,8 +350,9 @@ pub fn tool_name_problem(name: &str) -> Option<String> {
 
 /// A `data:` image URL in the one form every wire takes,
 /// `data:<type>/<subtype>;base64,<base64>`: RFC 2397 parameters
-/// (`;charset=`, `;name=`) dropped, `;BASE64` in any case, and the line
-/// breaks `base64` tools wrap their output in removed.
+/// (`;charset=`, `;name=`) dropped, `;BASE64` in any case, the media type
+/// in lower case, the line breaks `base64` tools wrap their output in
+/// removed, and URL-safe base64 written in the standard alphabet, padded.
 fn normalized_data_url(url: &str) -> Result<String, String> {
     const FORM: &str = "an image data URL is 'data:image/png;base64,<base64>'";
     let (head, payload) = url["data:".len()..]
@@ -387,7 +390,19 @@ fn normalized_data_url(url: &str) -> Result<String, String> {
     if !is_base64 {
         return Err(format!("{FORM}; what follows ',' is not base64"));
     }
-    Ok(format!("data:{media_type};base64,{payload}"))
+    let mut standard: String = digits
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while standard.len() % 4 != 0 {
+        standard.push('=');
+    }
+    let media_type = media_type.to_ascii_lowercase();
+    Ok(format!("data:{media_type};base64,{standard}"))
 }
 
 /// An assistant's earlier call, OpenAI-style: `{"id", "type": "function",
@@ -497,6 +512,8 @@ pub enum ResponseFormat {
     JsonObject,
     JsonSchema {
         name: String,
+        /// What the answer is for: read by the model where the wire sends it.
+        description: Option<String>,
         schema: Value,
         strict: Option<bool>,
     },
@@ -523,6 +540,10 @@ pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, St
                     .and_then(Value::as_str)
                     .unwrap_or("response")
                     .to_string(),
+                description: spec
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 schema,
                 strict: spec.get("strict").and_then(Value::as_bool),
             }))

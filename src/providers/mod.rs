@@ -83,9 +83,11 @@ pub struct ProviderConfig {
     pub entra_token: bool,
     /// The body field that carries `seed` (Mistral's `random_seed`).
     pub seed_field: String,
-    /// Tool-call ids must be 9 letters or digits (Mistral): others' ids are
-    /// rewritten, the same way in a call and its result.
-    pub short_tool_ids: bool,
+    /// Mistral's rules for a conversation: tool-call ids of 9 letters or
+    /// digits (others' are rewritten, the same way in a call and its
+    /// result), no user message right after tool results (the provider is
+    /// skipped), and a final assistant message is a prefix to continue.
+    pub mistral_rules: bool,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -938,7 +940,7 @@ mod tests {
             stream_usage: true,
             entra_token: false,
             seed_field: "seed".into(),
-            short_tool_ids: false,
+            mistral_rules: false,
         }
     }
 

@@ -18,8 +18,15 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    if provider.short_tool_ids {
+    if provider.mistral_rules {
         messages.extend(chat_messages(&short_ids(&request.messages)));
+        // A final assistant message is a prefix the answer continues (as
+        // Anthropic reads one); Mistral refuses it unless told so.
+        if let Some(last) = messages.last_mut() {
+            if last["role"] == "assistant" && last.get("tool_calls").is_none() {
+                last["prefix"] = Value::Bool(true);
+            }
+        }
     } else {
         messages.extend(chat_messages(&request.messages));
     }
@@ -59,10 +66,14 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
             ResponseFormat::JsonObject => json!({"type": "json_object"}),
             ResponseFormat::JsonSchema {
                 name,
+                description,
                 schema,
                 strict,
             } => {
                 let mut spec = json!({"name": name, "schema": schema});
+                if let Some(description) = description {
+                    spec["description"] = Value::from(description.as_str());
+                }
                 if let Some(strict) = strict {
                     spec["strict"] = Value::from(*strict);
                 }
@@ -100,19 +111,29 @@ fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
     }
 }
 
-/// Why Chat Completions cannot take this call, if it cannot. An image in a
-/// tool result is moved to a user message after the results (see
-/// `chat_messages`), which Mistral (the provider with `short_tool_ids`)
-/// refuses: a user message may not follow a tool message there.
+/// Why Chat Completions cannot take this call, if it cannot. Mistral
+/// refuses a user message right after tool results: one the conversation
+/// has, or the one that would carry a tool result's images (see
+/// `chat_messages`).
 pub(super) fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+    if !provider.mistral_rules {
+        return None;
+    }
     let image_in_result = request
         .messages
         .iter()
         .any(|m| m.role == Role::Tool && m.parts.iter().any(|p| matches!(p, Part::Image { .. })));
-    (provider.short_tool_ids && image_in_result).then(|| {
-        "it takes tool results as text only, and no user message after them to carry \
-         a tool result's image"
-            .into()
+    let user_after_tool = request
+        .messages
+        .windows(2)
+        .any(|pair| pair[0].role == Role::Tool && pair[1].role == Role::User);
+    (image_in_result || user_after_tool).then(|| {
+        let why = if image_in_result {
+            "a tool result's image would need one"
+        } else {
+            "the conversation has one"
+        };
+        format!("it refuses a user message right after tool results, and {why}")
     })
 }
 
@@ -305,11 +326,14 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         }
         Some(other) => return Err(format!("message content is not text: {other}")),
     };
-    let refused = text.is_empty()
-        && message
-            .get("refusal")
-            .and_then(Value::as_str)
-            .is_some_and(|r| !r.is_empty());
+    // A refusal is the answer's text (the model's words), and the answer
+    // ends as a content filter's.
+    let refusal = message
+        .get("refusal")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty() && text.is_empty());
+    let refused = refusal.is_some();
+    let text = refusal.map_or(text, str::to_string);
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
@@ -427,6 +451,9 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             };
             if let Some(text) = text("content")? {
                 out.push(Delta::Text(text));
+            }
+            if let Some(text) = text("refusal")?.filter(|t| !t.is_empty()) {
+                out.push(Delta::Refusal(text));
             }
             // DeepSeek and vLLM say reasoning_content; OpenRouter and Groq reasoning.
             for key in ["reasoning_content", "reasoning"] {

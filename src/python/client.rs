@@ -95,7 +95,7 @@ impl NativeClient {
                 stream_usage: spec.stream_usage,
                 entra_token: spec.entra_token,
                 seed_field: spec.seed_field,
-                short_tool_ids: spec.short_tool_ids,
+                mistral_rules: spec.mistral_rules,
             });
             keys.push(source);
         }

@@ -42,8 +42,8 @@ pub struct ProviderSpec<'py> {
     pub entra_token: bool,
     /// The body field for `seed` (Mistral's `random_seed`).
     pub seed_field: String,
-    /// Tool-call ids must be 9 letters or digits (Mistral).
-    pub short_tool_ids: bool,
+    /// Mistral's conversation rules (ids, message order, prefixes).
+    pub mistral_rules: bool,
 }
 
 /// How the client reaches providers (`failover._seam.TransportSpec`).

@@ -53,6 +53,9 @@ pub struct StreamError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delta {
     Text(String),
+    /// A piece of a refusal (OpenAI's `delta.refusal`): text of the answer,
+    /// which ends as a content filter's.
+    Refusal(String),
     Reasoning(String),
     /// A piece of the tool call at `index`: its id and name when they
     /// first come, its argument text as it streams.
@@ -113,6 +116,8 @@ pub struct Accumulator {
     /// A content chunk was handed out: from here on nothing is retried
     /// silently.
     pub content_started: bool,
+    /// The answer is a refusal (its text is the answer's text).
+    refused: bool,
 }
 
 impl Accumulator {
@@ -123,6 +128,10 @@ impl Accumulator {
             Delta::Text(text) if !text.is_empty() => {
                 self.text.push_str(&text);
                 self.content(out, Chunk::Text(text));
+            }
+            Delta::Refusal(text) => {
+                self.refused = true;
+                self.apply(Delta::Text(text), out);
             }
             Delta::Reasoning(text) if !text.is_empty() => {
                 self.content(out, Chunk::Reasoning(text));
@@ -155,8 +164,11 @@ impl Accumulator {
             Delta::Model(model) => self.model = Some(model),
             Delta::Finish(reason) => {
                 self.finish_all(out);
-                // Calls and a "stop": the answer is the calls.
-                let reason = if reason == "stop" && !self.tool_calls.is_empty() {
+                // Calls and a "stop": the answer is the calls; a refusal is
+                // a content filter's answer, whatever the reason says.
+                let reason = if self.refused {
+                    "content_filter".to_string()
+                } else if reason == "stop" && !self.tool_calls.is_empty() {
                     "tool_calls".to_string()
                 } else {
                     reason
