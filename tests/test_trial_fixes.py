@@ -532,3 +532,15 @@ def test_url_safe_base64_and_a_capitalised_media_type_are_sent_in_the_standard_f
     failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
     source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
     assert (source["media_type"], source["data"]) == ("image/png", "+/+/+/==")
+
+
+def test_a_tool_call_id_longer_than_chat_completions_takes_is_shortened(
+    mock_server: MockServer,
+) -> None:
+    long_id = "fc_" + "0f" * 25  # a Responses API id: 53 characters
+    mock_server.push_text("Sunny.")
+    failover.Client({"g": openai(mock_server)}).prompt(_loop(long_id, "call_short"))
+    sent = mock_server.requests[0].json["messages"]
+    calls = [c["id"] for c in sent[1]["tool_calls"]]
+    assert calls == [m["tool_call_id"] for m in sent[2:]]
+    assert len(calls[0]) <= 40 and calls[0] != long_id and calls[1] == "call_short"

@@ -19,7 +19,7 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
         messages.push(json!({"role": "system", "content": system}));
     }
     if provider.mistral_rules {
-        messages.extend(chat_messages(&short_ids(&request.messages)));
+        messages.extend(chat_messages(&rewrite_ids(&request.messages, mistral_id)));
         // A final assistant message is a prefix the answer continues (as
         // Anthropic reads one); Mistral refuses it unless told so.
         if let Some(last) = messages.last_mut() {
@@ -27,6 +27,8 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
                 last["prefix"] = Value::Bool(true);
             }
         }
+    } else if request.messages.iter().any(has_long_id) {
+        messages.extend(chat_messages(&rewrite_ids(&request.messages, short_id)));
     } else {
         messages.extend(chat_messages(&request.messages));
     }
@@ -137,31 +139,52 @@ pub(super) fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option
     })
 }
 
-/// The conversation with every tool-call id as Mistral takes it: 9 letters
-/// or digits. An id already so stays; another becomes 9 base-62 digits of
-/// its digest, the same in the call and in its result.
-fn short_ids(messages: &[Message]) -> Vec<Message> {
-    fn short(id: &str) -> String {
-        if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return id.to_string();
-        }
-        const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-        let mut n = super::stable_digest(id);
-        (0..9)
-            .map(|_| {
-                let digit = DIGITS[(n % 62) as usize] as char;
-                n /= 62;
-                digit
-            })
-            .collect()
+/// The longest tool-call id Chat Completions takes (OpenAI refuses more:
+/// "string too long", as ids from the Responses API are).
+const MAX_ID_LEN: usize = 40;
+
+fn has_long_id(m: &Message) -> bool {
+    m.tool_calls.iter().any(|c| c.id.len() > MAX_ID_LEN)
+        || m.tool_call_id
+            .as_ref()
+            .is_some_and(|id| id.len() > MAX_ID_LEN)
+}
+
+/// An id Chat Completions takes: as it is, or `call_` and its digest.
+fn short_id(id: &str) -> String {
+    if id.len() <= MAX_ID_LEN {
+        return id.to_string();
     }
+    format!("call_{:016x}", super::stable_digest(id))
+}
+
+/// An id as Mistral takes it: 9 letters or digits. An id already so stays;
+/// another becomes 9 base-62 digits of its digest.
+fn mistral_id(id: &str) -> String {
+    if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return id.to_string();
+    }
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut n = super::stable_digest(id);
+    (0..9)
+        .map(|_| {
+            let digit = DIGITS[(n % 62) as usize] as char;
+            n /= 62;
+            digit
+        })
+        .collect()
+}
+
+/// The conversation with every tool-call id rewritten by `id`, the same way
+/// in a call and in its result, so they still pair up.
+fn rewrite_ids(messages: &[Message], id: fn(&str) -> String) -> Vec<Message> {
     let mut out = messages.to_vec();
     for m in &mut out {
         for call in &mut m.tool_calls {
-            call.id = short(&call.id);
+            call.id = id(&call.id);
         }
-        if let Some(id) = &mut m.tool_call_id {
-            *id = short(id);
+        if let Some(result) = &mut m.tool_call_id {
+            *result = id(result);
         }
     }
     out
