@@ -544,3 +544,115 @@ def test_a_tool_call_id_longer_than_chat_completions_takes_is_shortened(
     calls = [c["id"] for c in sent[1]["tool_calls"]]
     assert calls == [m["tool_call_id"] for m in sent[2:]]
     assert len(calls[0]) <= 40 and calls[0] != long_id and calls[1] == "call_short"
+
+
+def _anthropic_event(kind: str, data: dict[str, Any]) -> str:
+    import json
+
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
+
+
+def test_a_streamed_server_tool_is_no_tool_call(mock_server: MockServer) -> None:
+    # web_search runs on Anthropic's side: its input streams as the deltas a
+    # client tool's does, and is not the caller's to run.
+    ev = _anthropic_event
+    start = {"message": {"id": "m", "role": "assistant", "content": [], "usage": {}}}
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    query = {"type": "input_json_delta", "partial_json": '{"query": "weather paris"}'}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    mock_server.push(
+        sse=[
+            ev("message_start", start),
+            ev("content_block_start", {"index": 0, "content_block": search}),
+            ev("content_block_delta", {"index": 0, "delta": query}),
+            ev("content_block_stop", {"index": 0}),
+            ev("content_block_start", {"index": 1, "content_block": result}),
+            ev("content_block_stop", {"index": 1}),
+            ev("content_block_start", {"index": 2, "content_block": {"type": "text", "text": ""}}),
+            ev(
+                "content_block_delta",
+                {"index": 2, "delta": {"type": "text_delta", "text": "Sunny."}},
+            ),
+            ev("content_block_stop", {"index": 2}),
+            ev(
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+            ),
+            ev("message_stop", {}),
+        ]
+    )
+    with failover.Client({"c": anthropic(mock_server)}).stream("Weather in Paris?") as stream:
+        kinds = [c.kind for c in stream]
+    r = stream.response
+    assert r is not None and (r.text, r.finish_reason, r.tool_calls) == ("Sunny.", "stop", ())
+    assert kinds == ["text"] and "tool_calls" not in r.message
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_stream_with_no_answer_fails_over(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    usage_only = 'data: {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0}}'
+    for _ in range(3):
+        mock_server.push(sse=[usage_only, "data: [DONE]"])
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    backup_server.push(sse=[stop, "data: [DONE]"])
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=FakeSleeper()
+    )
+    with client.stream("Hi") as stream:
+        text = "".join(c.text for c in stream)
+    assert text == "ok" and stream.response is not None and stream.response.provider == "b"
+    assert stream.response.attempts[0].kind == "server_error"
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize("finish", ["OTHER", "TOO_MANY_TOOL_CALLS"])
+def test_a_gemini_answer_that_ended_abnormally_with_nothing_fails_over(
+    mock_server: MockServer, backup_server: MockServer, finish: str
+) -> None:
+    empty = {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": finish}]}
+    for _ in range(3):
+        mock_server.push(200, json=empty)
+    backup_server.push_text("ok")
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
+    client = failover.Client({"gem": gemini, "g": openai(backup_server)}, sleeper=FakeSleeper())
+    r = client.prompt("Hi")
+    assert (r.provider, r.text) == ("g", "ok")
+    assert r.attempts[0].kind == "server_error"
+
+
+def test_retry_after_refuses_a_list_of_values() -> None:
+    with pytest.raises(TypeError, match="several"):
+        failover.retry_after({"Retry-After": ["41"]})  # type: ignore[dict-item]
+    assert failover.retry_after([("Retry-After", "41")]) == 41.0
+
+
+def test_mistrals_request_id_is_read(mock_server: MockServer) -> None:
+    mock_server.push(
+        400,
+        headers={"mistral-correlation-id": "019a-corr-id"},
+        json={"object": "error", "message": "bad", "type": "invalid_request_error"},
+    )
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    with pytest.raises(failover.BadRequest) as info:
+        failover.Client({"m": mistral}).prompt("Hi")
+    assert info.value.request_id == "019a-corr-id"
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_gemini_stream_that_ended_abnormally_with_nothing_fails_over(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    import json
+
+    empty = {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "OTHER"}]}
+    for _ in range(3):
+        mock_server.push(sse=[f"data: {json.dumps(empty)}"])
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    backup_server.push(sse=[stop, "data: [DONE]"])
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
+    client = failover.Client({"gem": gemini, "g": openai(backup_server)}, sleeper=FakeSleeper())
+    with client.stream("Hi") as stream:
+        assert "".join(c.text for c in stream) == "ok"
+    assert stream.response is not None and stream.response.provider == "g"

@@ -16,7 +16,8 @@ def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None)
 
     Reads ``retry-after-ms``, ``retry-after`` (seconds or an HTTP-date), Gemini's
     ``retryDelay`` in the body, OpenAI's and Anthropic's rate-limit reset headers,
-    exactly as the engine does; ``x-should-retry: false`` gives ``None``.
+    exactly as the engine does; ``x-should-retry: false`` gives ``None`` (the engine
+    does not retry then, though the error's ``.retry_after`` still says the wait).
 
     ``headers``: a mapping or a list of pairs, names case-insensitive.
     ``body``: bytes, str or parsed JSON. ``now``: Unix seconds (default: now).
@@ -61,4 +62,10 @@ def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None)
 def _text(value: object) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("latin-1")
+    if isinstance(value, (list, tuple, dict, set)):
+        # A multi-dict's or a cassette's list of values: give them as pairs.
+        raise TypeError(
+            f"a header name or value is a str or bytes, got {value!r}: give a repeated "
+            "header as several (name, value) pairs"
+        )
     return str(value)

@@ -556,6 +556,26 @@ pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, St
     }
 }
 
+/// Whether `reason` (in the one vocabulary) is an answer's end.
+pub fn is_end(reason: &str) -> bool {
+    matches!(reason, "stop" | "length" | "tool_calls" | "content_filter")
+}
+
+/// Why an answer with no text and no calls, that ended for a reason outside
+/// the vocabulary (Gemini's `OTHER`, `TOO_MANY_TOOL_CALLS`), is no answer:
+/// a server error, retried and failed over, never an empty reply. Anthropic's
+/// `pause_turn` is the caller's to continue.
+pub fn abnormal_end_without_content(
+    text: &str,
+    has_calls: bool,
+    reason: Option<&str>,
+) -> Option<String> {
+    let reason = reason?;
+    let empty = text.is_empty() && !has_calls;
+    (empty && !is_end(reason) && reason != "pause_turn")
+        .then(|| format!("the answer ended ({reason}) with no content"))
+}
+
 /// A wire's own stop word in the one vocabulary: `"stop"`, `"length"`,
 /// `"tool_calls"`, `"content_filter"` (unknown words pass through).
 pub fn finish_reason(raw: &str) -> String {

@@ -358,6 +358,12 @@ pub(super) fn stream_event(
             if matches!(kind, Some("thinking" | "redacted_thinking")) {
                 extras.insert(format!("block:{:08}", index()), block.clone());
             }
+            if kind == Some("tool_use") {
+                // Only a client tool's input is a call's arguments: a server
+                // tool's (`server_tool_use`: web search, code execution)
+                // streams the same deltas and is Anthropic's own business.
+                extras.insert(format!("tool:{:08}", index()), Value::Bool(true));
+            }
             match kind {
                 Some("text") => out.push(Delta::Text(text(block, "text"))),
                 Some("thinking") => out.push(Delta::Reasoning(text(block, "thinking"))),
@@ -396,12 +402,16 @@ pub(super) fn stream_event(
             match kind {
                 Some("text_delta") => out.push(Delta::Text(text(delta, "text"))),
                 Some("thinking_delta") => out.push(Delta::Reasoning(text(delta, "thinking"))),
-                Some("input_json_delta") => out.push(Delta::ToolCallPart {
-                    index: index(),
-                    id: None,
-                    name: None,
-                    arguments: text(delta, "partial_json"),
-                }),
+                Some("input_json_delta")
+                    if extras.contains_key(&format!("tool:{:08}", index())) =>
+                {
+                    out.push(Delta::ToolCallPart {
+                        index: index(),
+                        id: None,
+                        name: None,
+                        arguments: text(delta, "partial_json"),
+                    })
+                }
                 _ => {} // signatures, citations
             }
         }

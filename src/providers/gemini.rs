@@ -365,9 +365,9 @@ fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
         "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" if has_calls => {
             "tool_calls".to_string()
         }
-        "STOP" | "OTHER" | "FINISH_REASON_UNSPECIFIED" | "TOO_MANY_TOOL_CALLS" => {
-            "stop".to_string()
-        }
+        "STOP" | "FINISH_REASON_UNSPECIFIED" => "stop".to_string(),
+        // No end a caller can act on: as it is (with no content, no answer).
+        "OTHER" | "TOO_MANY_TOOL_CALLS" => raw.to_string(),
         "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
         | "LANGUAGE" => "content_filter".to_string(),
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {

@@ -574,6 +574,14 @@ pub fn parse_response(
         Wire::Gemini => gemini::parse(&answer.json),
         Wire::Ollama => ollama::parse(&answer.json),
     };
+    let parsed = parsed.and_then(|chat| {
+        let reason = chat.finish_reason.as_deref();
+        let has_calls = !chat.tool_calls.is_empty();
+        match crate::conversation::abnormal_end_without_content(&chat.text, has_calls, reason) {
+            Some(why) => Err(why),
+            None => Ok(chat),
+        }
+    });
     match parsed {
         Ok(mut chat) => {
             chat.request_id = answer.request_id;
@@ -756,9 +764,12 @@ fn request_id(wire: Wire, headers: &Headers) -> Option<String> {
         Wire::Azure => "apim-request-id",
         _ => "x-request-id",
     };
+    // Mistral's gateway names its ids otherwise.
     headers
         .get(name)
         .or_else(|| headers.get("x-request-id"))
+        .or_else(|| headers.get("mistral-correlation-id"))
+        .or_else(|| headers.get("x-kong-request-id"))
         .map(str::to_string)
 }
 

@@ -318,9 +318,36 @@ impl LiveStream {
             match delta {
                 Delta::Error(error) => return Err(self.error_event(&error)),
                 Delta::End => {
+                    // An end marker with nothing before it (`data: [DONE]`
+                    // alone, a usage chunk with no choice) is no answer: a
+                    // server error, retried and failed over like an empty
+                    // `choices` in a whole answer.
+                    let nothing = !self.acc.content_started
+                        && self.acc.tool_calls.is_empty()
+                        && self.acc.finish_reason.is_none()
+                        && out.is_empty();
+                    if nothing {
+                        return Err(self.server_error(
+                            "the stream ended without an answer (no choice, no finish reason)",
+                        ));
+                    }
                     self.acc.apply(Delta::End, out);
                     // Nothing follows the end marker: stop reading.
                     self.close();
+                }
+                Delta::Finish(reason) => {
+                    let nothing_yet = !self.acc.content_started && out.is_empty();
+                    let has_calls = !self.acc.tool_calls.is_empty() || self.acc.has_pending_calls();
+                    if nothing_yet {
+                        if let Some(why) = crate::conversation::abnormal_end_without_content(
+                            "",
+                            has_calls,
+                            Some(&reason),
+                        ) {
+                            return Err(self.server_error(&why));
+                        }
+                    }
+                    self.acc.apply(Delta::Finish(reason), out);
                 }
                 delta => self.acc.apply(delta, out),
             }
@@ -395,15 +422,18 @@ impl LiveStream {
     }
 
     fn undecodable(&self, why: String) -> Failure {
+        self.server_error(&format!("an event that cannot be decoded: {why}"))
+    }
+
+    /// A stream that is not what the wire promises: a server error (another
+    /// attempt, or another provider, may well answer properly).
+    fn server_error(&self, what: &str) -> Failure {
         Failure {
             kind: ErrorKind::ServerError,
             status: Some(self.status),
             headers: self.headers.clone(),
             body: None,
-            message: redact(
-                &format!("{}: an event that cannot be decoded: {why}", self.name),
-                &self.secrets,
-            ),
+            message: redact(&format!("{}: {what}", self.name), &self.secrets),
             request_id: self.request_id.clone(),
             out_of_time: false,
             cut_short: false,
