@@ -656,3 +656,20 @@ def test_a_gemini_stream_that_ended_abnormally_with_nothing_fails_over(
     with client.stream("Hi") as stream:
         assert "".join(c.text for c in stream) == "ok"
     assert stream.response is not None and stream.response.provider == "g"
+
+
+def test_a_stream_of_tool_call_pieces_without_a_finish_reason_is_an_answer(
+    mock_server: MockServer,
+) -> None:
+    name = 'data: {"choices": [{"index": 0, "delta": {"tool_calls": [%s]}}]}'
+    mock_server.push(
+        sse=[
+            name % '{"index": 0, "id": "c1", "function": {"name": "weather", "arguments": ""}}',
+            name % '{"index": 0, "function": {"arguments": "{}"}}',
+            "data: [DONE]",
+        ]
+    )
+    with failover.Client({"g": openai(mock_server)}).stream("Hi") as stream:
+        kinds = [c.kind for c in stream]
+    assert kinds == ["tool_call"]
+    assert stream.response is not None and stream.response.tool_calls[0].name == "weather"

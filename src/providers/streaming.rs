@@ -324,6 +324,7 @@ impl LiveStream {
                     // `choices` in a whole answer.
                     let nothing = !self.acc.content_started
                         && self.acc.tool_calls.is_empty()
+                        && !self.acc.has_pending_calls()
                         && self.acc.finish_reason.is_none()
                         && out.is_empty();
                     if nothing {
