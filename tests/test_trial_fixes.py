@@ -471,17 +471,20 @@ def test_mistral_is_skipped_for_a_user_message_right_after_tool_results(
     assert "the conversation has one" in (r.attempts[0].skipped or "")
 
 
-def test_a_final_assistant_message_is_a_prefix_on_mistral(mock_server: MockServer) -> None:
-    mock_server.push_text("Paris.")
+def test_mistral_is_skipped_for_a_final_assistant_message(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # Mistral's answer to a prefix repeats it; Anthropic's continues it.
+    backup_server.push_text(" Paris.")
     mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    failover.Client({"m": mistral}).prompt(
+    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(
         [
             {"role": "user", "content": "Capital of France?"},
             {"role": "assistant", "content": "It is"},
         ]
     )
-    last = mock_server.requests[0].json["messages"][-1]
-    assert last == {"role": "assistant", "content": "It is", "prefix": True}
+    assert r.provider == "g" and mock_server.requests == []
+    assert "final assistant message" in (r.attempts[0].skipped or "")
 
 
 def test_an_image_in_an_assistant_message_is_refused() -> None:
@@ -622,10 +625,11 @@ def test_a_gemini_answer_that_ended_abnormally_with_nothing_fails_over(
     assert r.attempts[0].kind == "server_error"
 
 
-def test_retry_after_refuses_a_list_of_values() -> None:
-    with pytest.raises(TypeError, match="several"):
-        failover.retry_after({"Retry-After": ["41"]})  # type: ignore[dict-item]
-    assert failover.retry_after([("Retry-After", "41")]) == 41.0
+def test_retry_after_reads_a_list_of_values_as_http_joins_them() -> None:
+    assert failover.retry_after({"Retry-After": ["41"]}) == 41.0  # type: ignore[dict-item]
+    assert failover.retry_after({"Retry-After": ["1", "2"]}) is None  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="str or bytes"):
+        failover.retry_after({"Retry-After": {"v": 1}})  # type: ignore[dict-item]
 
 
 def test_mistrals_request_id_is_read(mock_server: MockServer) -> None:
@@ -673,3 +677,52 @@ def test_a_stream_of_tool_call_pieces_without_a_finish_reason_is_an_answer(
         kinds = [c.kind for c in stream]
     assert kinds == ["tool_call"]
     assert stream.response is not None and stream.response.tool_calls[0].name == "weather"
+
+
+def test_an_empty_finish_reason_on_a_chunk_ends_nothing(mock_server: MockServer) -> None:
+    first = (
+        'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, '
+        '"finish_reason": ""}]}'
+    )
+    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": null}]}'
+    stop = 'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[first, text, stop, "data: [DONE]"])
+    with failover.Client({"g": openai(mock_server)}).stream("Hi") as stream:
+        assert "".join(c.text for c in stream) == "Hi"
+    assert stream.response is not None and stream.response.finish_reason == "stop"
+
+
+def test_gemini_calls_then_other_in_a_later_chunk_are_tool_calls(mock_server: MockServer) -> None:
+    import json
+
+    call = {"functionCall": {"name": "weather", "args": {}}}
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [call]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "OTHER"}]},
+    ]
+    mock_server.push(sse=[f"data: {json.dumps(c)}" for c in chunks])
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
+    with failover.Client({"gem": gemini}).stream("Hi") as stream:
+        list(stream)
+    assert stream.response is not None and stream.response.finish_reason == "tool_calls"
+
+
+def test_mistrals_model_length_is_length(mock_server: MockServer) -> None:
+    message = {"role": "assistant", "content": ""}
+    mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "model_length"}]})
+    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
+    r = failover.Client({"m": mistral}).prompt("Hi")
+    assert (r.text, r.finish_reason) == ("", "length")
+
+
+def test_magistral_streams_blocks_of_thinking_and_text(mock_server: MockServer) -> None:
+    import json
+
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]}
+    blocks = [thinking, {"type": "text", "text": "Paris."}]
+    chunk = {"choices": [{"index": 0, "delta": {"content": blocks}, "finish_reason": "stop"}]}
+    mock_server.push(sse=[f"data: {json.dumps(chunk)}", "data: [DONE]"])
+    mistral = failover.Mistral(model="magistral-small", base_url=mock_server.url, api_key=KEY)
+    with failover.Client({"m": mistral}).stream("Capital?") as stream:
+        pieces = [(c.kind, c.text or c.reasoning) for c in stream]
+    assert pieces == [("reasoning", "Hmm."), ("text", "Paris.")]

@@ -62,10 +62,10 @@ def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None)
 def _text(value: object) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("latin-1")
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, bytes)) for v in value):
+        # A cassette's or a multi-dict's values: joined, as HTTP joins a
+        # repeated header (one value reads as itself).
+        return ", ".join(_text(v) for v in value)
     if isinstance(value, (list, tuple, dict, set)):
-        # A multi-dict's or a cassette's list of values: give them as pairs.
-        raise TypeError(
-            f"a header name or value is a str or bytes, got {value!r}: give a repeated "
-            "header as several (name, value) pairs"
-        )
+        raise TypeError(f"a header name or value is a str or bytes, got {value!r}")
     return str(value)

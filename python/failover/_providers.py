@@ -87,8 +87,8 @@ class Provider:
     #: The body field that carries ``seed``.
     seed_field: ClassVar[str] = "seed"
     #: Mistral's conversation rules: 9-character tool-call ids (others' are
-    #: rewritten), no user message right after tool results, a final assistant
-    #: message sent as a prefix.
+    #: rewritten); no user message right after tool results and no final
+    #: assistant message to continue (Mistral is skipped for those).
     mistral_rules: ClassVar[bool] = False
 
     def __init__(

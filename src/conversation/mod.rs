@@ -250,7 +250,10 @@ fn parse_message(message: &Value) -> Result<Message, String> {
     if matches!(role, Role::System | Role::Developer | Role::Assistant)
         && parts.iter().any(|p| matches!(p, Part::Image { .. }))
     {
-        return Err(format!("a {role_name} message takes text only, not images"));
+        let article = if role == Role::Assistant { "an" } else { "a" };
+        return Err(format!(
+            "{article} {role_name} message takes text only, not images"
+        ));
     }
     let provider_data = match fields.get("provider_data") {
         Some(data @ Value::Object(_)) if role == Role::Assistant => Some(data.clone()),
@@ -585,7 +588,12 @@ pub fn finish_reason(raw: &str) -> String {
         "stop" | "end_turn" | "stop_sequence" | "STOP" | "eos" | "eos_token" => "stop",
         // Anthropic's `model_context_window_exceeded`: cut short by the
         // context window rather than `max_tokens`, a cut all the same.
-        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded" => "length",
+        // Mistral's `model_length`: the context window was full.
+        "length"
+        | "max_tokens"
+        | "MAX_TOKENS"
+        | "model_context_window_exceeded"
+        | "model_length" => "length",
         "tool_calls" | "function_call" | "tool_use" => "tool_calls",
         "content_filter" | "refusal" | "SAFETY" => "content_filter",
         other => other,

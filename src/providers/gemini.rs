@@ -368,7 +368,14 @@ fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
         "STOP" | "FINISH_REASON_UNSPECIFIED" => "stop".to_string(),
         // No end a caller can act on: as it is (with no content, no answer).
         "OTHER" | "TOO_MANY_TOOL_CALLS" => raw.to_string(),
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION"
         | "LANGUAGE" => "content_filter".to_string(),
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
             return Err(format!("the model wrote an unusable function call ({raw})"));

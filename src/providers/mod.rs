@@ -85,8 +85,8 @@ pub struct ProviderConfig {
     pub seed_field: String,
     /// Mistral's rules for a conversation: tool-call ids of 9 letters or
     /// digits (others' are rewritten, the same way in a call and its
-    /// result), no user message right after tool results (the provider is
-    /// skipped), and a final assistant message is a prefix to continue.
+    /// result); no user message right after tool results and no final
+    /// assistant message to continue (the provider is skipped).
     pub mistral_rules: bool,
 }
 
@@ -574,14 +574,16 @@ pub fn parse_response(
         Wire::Gemini => gemini::parse(&answer.json),
         Wire::Ollama => ollama::parse(&answer.json),
     };
-    let parsed = parsed.and_then(|chat| {
+    if let Ok(chat) = &parsed {
         let reason = chat.finish_reason.as_deref();
         let has_calls = !chat.tool_calls.is_empty();
-        match crate::conversation::abnormal_end_without_content(&chat.text, has_calls, reason) {
-            Some(why) => Err(why),
-            None => Ok(chat),
+        if let Some(why) =
+            crate::conversation::abnormal_end_without_content(&chat.text, has_calls, reason)
+        {
+            let message = format!("{}: {why}", provider.name);
+            return Err(answered_failure(sent, answer, message));
         }
-    });
+    }
     match parsed {
         Ok(mut chat) => {
             chat.request_id = answer.request_id;
@@ -723,13 +725,19 @@ fn malformed(
     answer: JsonAnswer,
     why: String,
 ) -> Failure {
+    let message = format!("malformed response body from {}: {why}", provider.name);
+    answered_failure(sent, answer, message)
+}
+
+/// A 2xx that is no answer, as a server error saying `message`.
+fn answered_failure(sent: &HttpRequest, answer: JsonAnswer, message: String) -> Failure {
     let response = answer.response;
     Failure {
         kind: ErrorKind::ServerError,
         status: Some(response.status),
         body: Some(redacted_body(&sent.secrets, &response.body).0),
         headers: response.headers,
-        message: format!("malformed response body from {}: {why}", provider.name),
+        message,
         request_id: answer.request_id,
         out_of_time: false,
         cut_short: false,

@@ -20,13 +20,6 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     }
     if provider.mistral_rules {
         messages.extend(chat_messages(&rewrite_ids(&request.messages, mistral_id)));
-        // A final assistant message is a prefix the answer continues (as
-        // Anthropic reads one); Mistral refuses it unless told so.
-        if let Some(last) = messages.last_mut() {
-            if last["role"] == "assistant" && last.get("tool_calls").is_none() {
-                last["prefix"] = Value::Bool(true);
-            }
-        }
     } else if request.messages.iter().any(has_long_id) {
         messages.extend(chat_messages(&rewrite_ids(&request.messages, short_id)));
     } else {
@@ -116,10 +109,18 @@ fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
 /// Why Chat Completions cannot take this call, if it cannot. Mistral
 /// refuses a user message right after tool results: one the conversation
 /// has, or the one that would carry a tool result's images (see
-/// `chat_messages`).
+/// `chat_messages`); and a final assistant message, unless sent as a
+/// `prefix`, whose answer then repeats it (Anthropic's continues it).
 pub(super) fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
     if !provider.mistral_rules {
         return None;
+    }
+    if request
+        .messages
+        .last()
+        .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+    {
+        return Some("it takes no final assistant message to continue".into());
     }
     let image_in_result = request
         .messages
@@ -379,6 +380,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             choice
                 .get("finish_reason")
                 .and_then(Value::as_str)
+                .filter(|r| given_reason(r))
                 .map(conversation::finish_reason)
                 .map(|reason| match reason.as_str() {
                     "stop" if has_calls => "tool_calls".to_string(),
@@ -472,7 +474,22 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                 Some(Value::String(text)) => Ok(Some(text.to_string())),
                 Some(other) => Err(format!("a delta whose {key} is not text: {other}")),
             };
-            if let Some(text) = text("content")? {
+            if let Some(Value::Array(blocks)) = delta.get("content") {
+                // Blocks (Mistral's reasoning models), as in a whole answer.
+                for block in blocks {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") => out.push(Delta::Text(
+                            block
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .into(),
+                        )),
+                        Some("thinking") => out.push(Delta::Reasoning(thinking_text(block))),
+                        _ => {}
+                    }
+                }
+            } else if let Some(text) = text("content")? {
                 out.push(Delta::Text(text));
             }
             if let Some(text) = text("refusal")?.filter(|t| !t.is_empty()) {
@@ -505,7 +522,11 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                 }
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+        if let Some(reason) = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .filter(|r| given_reason(r))
+        {
             out.push(Delta::Finish(conversation::finish_reason(reason)));
         }
     }
@@ -513,6 +534,26 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         out.push(Delta::Usage(usage(found)));
     }
     Ok(())
+}
+
+/// The text of a thinking block: a string, or (Mistral) a list of text
+/// blocks.
+fn thinking_text(block: &Value) -> String {
+    match block.get("thinking") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// Whether a `finish_reason` says anything: some servers of the family
+/// (SGLang, Ollama's `/v1`, KoboldCpp) send `""` or `"null"` on chunks that
+/// end nothing.
+fn given_reason(reason: &str) -> bool {
+    !reason.is_empty() && reason != "null"
 }
 
 /// Every output token, reasoning included. OpenAI counts reasoning inside

@@ -329,7 +329,7 @@ impl LiveStream {
                         && out.is_empty();
                     if nothing {
                         return Err(self.server_error(
-                            "the stream ended without an answer (no choice, no finish reason)",
+                            "the stream ended without an answer (no content, no finish reason)",
                         ));
                     }
                     self.acc.apply(Delta::End, out);

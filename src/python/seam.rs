@@ -42,7 +42,7 @@ pub struct ProviderSpec<'py> {
     pub entra_token: bool,
     /// The body field for `seed` (Mistral's `random_seed`).
     pub seed_field: String,
-    /// Mistral's conversation rules (ids, message order, prefixes).
+    /// Mistral's conversation rules (ids, message order).
     pub mistral_rules: bool,
 }
 

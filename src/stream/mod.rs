@@ -168,7 +168,12 @@ impl Accumulator {
                 // a content filter's answer, whatever the reason says.
                 let reason = if self.refused {
                     "content_filter".to_string()
-                } else if reason == "stop" && !self.tool_calls.is_empty() {
+                } else if !self.tool_calls.is_empty()
+                    && (reason == "stop" || !crate::conversation::is_end(&reason))
+                    && reason != "pause_turn"
+                {
+                    // Calls, and a "stop" or a word that ends nothing (Gemini's
+                    // OTHER in a later chunk): the answer is the calls.
                     "tool_calls".to_string()
                 } else {
                     reason
