@@ -274,7 +274,9 @@ def prompt(args: argparse.Namespace) -> int:
     ]
     if not specs:
         print(
-            "no provider: pass --provider openai:MODEL or set an API key variable", file=sys.stderr
+            "no provider: pass --provider openai:MODEL (azure:DEPLOYMENT for Azure, which has "
+            "no default model) or set an API key variable",
+            file=sys.stderr,
         )
         return 2
     providers: dict[str, Provider] = {}

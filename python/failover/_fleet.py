@@ -21,8 +21,10 @@ def _display(url: str) -> str:
     rest = rest.split("?", 1)[0].split("#", 1)[0]
     if scheme.lower() in ("unix", "redis+unix"):
         return f"{scheme}://{rest.rsplit('@', 1)[-1]}"
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    return f"{scheme}://{host}"
+    host, _, path = rest.partition("/")
+    host = host.rsplit("@", 1)[-1]
+    # The database is no secret, and two of them are two fleets.
+    return f"{scheme}://{host}/{path}" if path.isdigit() else f"{scheme}://{host}"
 
 
 def _url_problem(url: object) -> str | None:

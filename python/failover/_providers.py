@@ -197,7 +197,9 @@ class Provider:
                 what = "is blank" if not key else "holds control characters"
                 raise ConfigurationError(f"provider {name!r}: {source} {what}")
         if key is None and self._key_required and not self._key_header_given():
-            where = f"set {self._env_var} or pass api_key=" if self._env_var else "pass api_key="
+            fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
+            variables = " or ".join((self._env_var, *fallbacks)) if self._env_var else ""
+            where = f"set {variables} or pass api_key=" if variables else "pass api_key="
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
             )

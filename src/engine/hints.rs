@@ -155,11 +155,13 @@ pub fn gemini_retry_delay(body: &str) -> Option<Duration> {
 
 /// How long until an exhausted rate limit resets, from a success's headers
 /// (OpenAI's or Anthropic's): the headroom is gone until then.
+/// At most [`MAX_WAIT`], as every wait read from a response.
 pub fn exhausted_reset(headers: &Headers, now: SystemTime) -> Option<Duration> {
-    match (openai_reset(headers), anthropic_reset(headers, now)) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
+    let reset = match (openai_reset(headers), anthropic_reset(headers, now)) {
+        (Some(a), Some(b)) => a.max(b),
+        (a, b) => a.or(b)?,
+    };
+    Some(reset.min(MAX_WAIT))
 }
 
 /// OpenAI: `x-ratelimit-reset-{requests,tokens}` Go durations, for a limit
