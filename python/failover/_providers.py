@@ -181,11 +181,11 @@ class Provider:
             self._check_secure(name)
             return key
         source = "its API key"
-        if key is None and self._env_var:
+        fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
+        variables = (self._env_var, *fallbacks) if self._env_var else ()
+        if key is None and variables:
             # The first variable that holds a key; a blank one (a stray space)
             # is named only when none does.
-            fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
-            variables = (self._env_var, *fallbacks)
             present = [(v, os.environ[v]) for v in variables if os.environ.get(v)]
             holding = [(v, value) for v, value in present if value.strip()]
             if holding or present:
@@ -197,9 +197,9 @@ class Provider:
                 what = "is blank" if not key else "holds control characters"
                 raise ConfigurationError(f"provider {name!r}: {source} {what}")
         if key is None and self._key_required and not self._key_header_given():
-            fallbacks = self.env_fallbacks if self._env_var == self.env_var else ()
-            variables = " or ".join((self._env_var, *fallbacks)) if self._env_var else ""
-            where = f"set {variables} or pass api_key=" if variables else "pass api_key="
+            where = (
+                f"set {' or '.join(variables)} or pass api_key=" if variables else "pass api_key="
+            )
             raise ConfigurationError(
                 f"provider {name!r} ({type(self).__name__}) has no API key: {where}"
             )
