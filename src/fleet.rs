@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
@@ -68,6 +68,11 @@ redis.call('INCR', key)
 redis.call('EXPIRE', key, (buckets + 1) * tonumber(ARGV[5]))
 return 1
 "#;
+
+/// The scripts, hashed once (a retry's budget check runs one on its path).
+static COOL_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(COOL));
+static SPEND_RETRY_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(SPEND_RETRY));
 
 /// How often first attempts counted locally are flushed to the fleet.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -255,8 +260,7 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                 until_ms,
             }) => {
                 let line = format!("cool\t{key}\t{until_ms}\t{reason}");
-                let script = redis::Script::new(COOL);
-                let mut call = script.key(this.key("cool", &key));
+                let mut call = COOL_SCRIPT.key(this.key("cool", &key));
                 call.key(&this.index)
                     .key(&this.channel)
                     .arg(ms)
@@ -557,8 +561,7 @@ impl SharedState for RedisState {
         let (size, count) = buckets(budget);
         let reserve = budget.min_retries_per_second * budget.window.as_secs_f64();
         let bucket = unix_ms(SystemTime::now()) / 1000 / size;
-        let script = redis::Script::new(SPEND_RETRY);
-        let mut invocation = script.key(format!("{}:{size}", self.key("calls", key)));
+        let mut invocation = SPEND_RETRY_SCRIPT.key(format!("{}:{size}", self.key("calls", key)));
         invocation
             .key(format!("{}:{size}", self.key("retries", key)))
             .arg(count)

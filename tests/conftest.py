@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -39,6 +40,11 @@ def openai(server: MockServer, **kwargs: Any) -> failover.OpenAICompatible:
     return failover.OpenAICompatible(
         model="gpt-4.1-mini", base_url=server.url, api_key=KEY, **kwargs
     )
+
+
+def ant(kind: str, data: dict[str, Any]) -> str:
+    """An Anthropic stream event."""
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
 
 
 def anthropic(server: MockServer, **kwargs: Any) -> failover.Anthropic:

@@ -15,7 +15,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, anthropic, openai
+from conftest import KEY, ant, anthropic, openai
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -50,11 +50,6 @@ def oa_text(text: str, **extra: Any) -> str:
 
 OA_STOP = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
 OA_USAGE = oa({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
-
-
-def ant(kind: str, data: dict[str, Any]) -> str:
-    """An Anthropic stream event."""
-    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
 
 
 def texts(chunks: list[failover.Chunk]) -> str:
@@ -124,12 +119,9 @@ def test_openai_text_tool_calls_and_usage(mock_server: MockServer, face: str) ->
 
 
 def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face: str) -> None:
-    def ev(kind: str, data: dict[str, Any]) -> str:
-        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
-
     mock_server.push(
         sse=[
-            ev(
+            ant(
                 "message_start",
                 {
                     "message": {
@@ -142,26 +134,26 @@ def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face
                     }
                 },
             ),
-            ev("ping", {}),
-            ev(
+            ant("ping", {}),
+            ant(
                 "content_block_start",
                 {"index": 0, "content_block": {"type": "thinking", "thinking": ""}},
             ),
-            ev(
+            ant(
                 "content_block_delta",
                 {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Hmm."}},
             ),
-            ev(
+            ant(
                 "content_block_delta",
                 {"index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}},
             ),
-            ev("content_block_stop", {"index": 0}),
-            ev("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
-            ev(
+            ant("content_block_stop", {"index": 0}),
+            ant("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ant(
                 "content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Sure"}}
             ),
-            ev("content_block_stop", {"index": 1}),
-            ev(
+            ant("content_block_stop", {"index": 1}),
+            ant(
                 "content_block_start",
                 {
                     "index": 2,
@@ -173,20 +165,20 @@ def test_anthropic_events_thinking_tools_and_usage(mock_server: MockServer, face
                     },
                 },
             ),
-            ev(
+            ant(
                 "content_block_delta",
                 {"index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city":'}},
             ),
-            ev(
+            ant(
                 "content_block_delta",
                 {"index": 2, "delta": {"type": "input_json_delta", "partial_json": ' "Rome"}'}},
             ),
-            ev("content_block_stop", {"index": 2}),
-            ev(
+            ant("content_block_stop", {"index": 2}),
+            ant(
                 "message_delta",
                 {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}},
             ),
-            ev("message_stop", {}),
+            ant("message_stop", {}),
         ]
     )
     client = failover.Client({"a": anthropic(mock_server)})

@@ -9,7 +9,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, anthropic, openai
+from conftest import KEY, ant, anthropic, openai
 
 
 def _call(call_id: str, name: str = "weather") -> dict[str, Any]:
@@ -387,22 +387,22 @@ def test_mistral_is_skipped_for_an_image_in_a_tool_result(
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "media_type"),
     [
-        "data:image/png;base64,iVBORw0K\nGgoAAAAN\nSUhEUg==\n",  # base64 tools wrap at 76
-        "data:image/svg+xml;charset=utf-8;base64,iVBORw0KGgoAAAANSUhEUg==",
-        "data:image/png;name=a.png;BASE64,iVBORw0KGgoAAAANSUhEUg==",
+        ("data:image/png;base64,iVBORw0K\nGgoAAAAN\nSUhEUg==\n", "image/png"),  # wrapped at 76
+        ("data:image/svg+xml;charset=utf-8;base64,iVBORw0KGgoAAAANSUhEUg==", "image/svg+xml"),
+        ("data:image/png;name=a.png;BASE64,iVBORw0KGgoAAAANSUhEUg==", "image/png"),
     ],
 )
 def test_data_urls_as_tools_write_them_are_taken_in_one_form(
-    mock_server: MockServer, url: str
+    mock_server: MockServer, url: str, media_type: str
 ) -> None:
     mock_server.push_text("ok", wire="anthropic")
     image = {"type": "image_url", "image_url": {"url": url}}
     failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
     source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
     assert source["type"] == "base64" and source["data"] == "iVBORw0KGgoAAAANSUhEUg=="
-    assert source["media_type"] in ("image/png", "image/svg+xml")
+    assert source["media_type"] == media_type
 
 
 def test_azure_with_an_entra_token_in_its_own_header_needs_no_key(
@@ -549,16 +549,10 @@ def test_a_tool_call_id_longer_than_chat_completions_takes_is_shortened(
     assert len(calls[0]) <= 40 and calls[0] != long_id and calls[1] == "call_short"
 
 
-def _anthropic_event(kind: str, data: dict[str, Any]) -> str:
-    import json
-
-    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}"
-
-
 def test_a_streamed_server_tool_is_no_tool_call(mock_server: MockServer) -> None:
     # web_search runs on Anthropic's side: its input streams as the deltas a
     # client tool's does, and is not the caller's to run.
-    ev = _anthropic_event
+    ev = ant
     start = {"message": {"id": "m", "role": "assistant", "content": [], "usage": {}}}
     search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
     query = {"type": "input_json_delta", "partial_json": '{"query": "weather paris"}'}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from . import _native, _sleep
@@ -376,9 +376,6 @@ class Client:
         self._entries: dict[str, _Entry] = {}
         for name, provider in providers.items():
             members = provider.members if isinstance(provider, Pool) else {name: provider}
-            if isinstance(provider, Pool) and provider._named:
-                for member_name in members:
-                    _check_name(member_name)
             indexes = []
             for member_name, member in members.items():
                 if member_name in self._providers or (
@@ -439,7 +436,7 @@ class Client:
     def providers(self) -> dict[str, Union[Provider, Pool]]:
         return dict(self._given)
 
-    def _chain(self, names: list[str]) -> tuple[list[int], Optional[list[list[int]]]]:
+    def _chain(self, names: Iterable[str]) -> tuple[list[int], Optional[list[list[int]]]]:
         """The providers to try, in order (a round-robin pool's members from its
         next turn), and the ``least_busy`` pools, which the native side orders
         and counts (atomically, so a burst of calls spreads)."""
@@ -544,7 +541,7 @@ class Client:
         if self._closed_here:
             raise FailoverError("this Client is closed: make a new one to call providers again")
         if provider is None:
-            chain, least_busy = self._chain(list(self._entries))
+            chain, least_busy = self._chain(self._entries)
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -645,10 +642,16 @@ class Client:
         _extra_options(args, response_format, stop, top_p, seed, headers)
         if args.seed is not None:
             _note_dropped_seed([self._providers[self._names[i]] for i in chain])
-        if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
+        self._check_credential_headers(args.headers, chain)
+        return args
+
+    def _check_credential_headers(
+        self, headers: Optional[list[tuple[str, str]]], chain: list[int]
+    ) -> None:
+        """A call's credential header goes to no provider over plain http."""
+        if headers and any(_native.is_credential_header(n) for n, _ in headers):
             for i in chain:
                 self._providers[self._names[i]]._check_secure(self._names[i])
-        return args
 
     def prompt(
         self,
@@ -892,11 +895,8 @@ class Client:
         )
         args.texts = list(texts)
         args.dimensions = dimensions
-        checked = _checked_headers("headers=", headers)
-        args.headers = list(checked.items()) if checked else None
-        if args.headers and any(_native.is_credential_header(n) for n, _ in args.headers):
-            for i in args.chain:
-                self._providers[self._names[i]]._check_secure(self._names[i])
+        args.headers = list(_checked_headers("headers=", headers).items()) or None
+        self._check_credential_headers(args.headers, args.chain)
         return args
 
     def embed(

@@ -10,8 +10,6 @@ from ._exceptions import ConfigurationError
 from ._record import Record
 from ._usage import Usage
 
-_set = object.__setattr__  # Records refuse setattr once built
-
 
 class Tool(Record):
     """A tool the model may call: ``parameters`` is a JSON schema of its

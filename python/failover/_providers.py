@@ -174,10 +174,8 @@ class Provider:
         key = self._api_key
         if callable(key):
             # Called for each attempt (from a worker thread on async calls);
-            # what it returns is checked then.
-            problem = _key_callable_problem(key)
-            if problem is not None:
-                raise ConfigurationError(f"provider {name!r}: {problem}")
+            # what it returns is checked then (the callable itself was checked
+            # when given).
             self._check_secure(name)
             return key
         source = "its API key"
@@ -684,7 +682,6 @@ class Pool:
         self.members: dict[str, Provider] = dict(named)
         self.strategy = strategy
         #: Members named by the caller (a dict), not numbered.
-        self._named = isinstance(members, Mapping)
 
     def __repr__(self) -> str:
         members = ", ".join(f"{n!r}: {p!r}" for n, p in self.members.items())

@@ -109,6 +109,15 @@ class _StreamBase:
         else:
             self._pending.extend(map(_chunk, batch))
 
+    def _close(self) -> None:
+        self._done = True
+        self._pending.clear()
+        self._native.close()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._done else "open"
+        return f"<failover.{type(self).__name__} {state}>"
+
     @property
     def response(self) -> Response:
         """The complete answer (text, tool calls, usage, finish reason, provider,
@@ -150,19 +159,13 @@ class Stream(_StreamBase):
 
     def close(self) -> None:
         """Closes the connection; the stream ends."""
-        self._done = True
-        self._pending.clear()
-        self._native.close()
+        self._close()
 
     def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        state = "ended" if self._done else "open"
-        return f"<failover.Stream {state}>"
 
 
 class AsyncStream(_StreamBase):
@@ -198,11 +201,6 @@ class AsyncStream(_StreamBase):
             self._take(batch)
         return self._pending.popleft()
 
-    def _close(self) -> None:
-        self._done = True
-        self._pending.clear()
-        self._native.close()
-
     async def aclose(self) -> None:
         """Closes the connection; the stream ends."""
         self._close()
@@ -212,7 +210,3 @@ class AsyncStream(_StreamBase):
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._close()
-
-    def __repr__(self) -> str:
-        state = "ended" if self._done else "open"
-        return f"<failover.AsyncStream {state}>"

@@ -48,6 +48,25 @@ pub struct ToolCall {
     pub arguments_json: String,
 }
 
+impl ToolCall {
+    /// The arguments as a JSON object, for wires that send them parsed
+    /// (checked as an object when the history was read).
+    pub fn arguments_value(&self) -> Value {
+        serde_json::from_str(&self.arguments_json)
+            .unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+    }
+}
+
+/// Each call's function name by its id, for results that must name the
+/// function they answer (Gemini's `functionResponse`, Ollama's `tool_name`).
+pub fn call_names(messages: &[Message]) -> std::collections::HashMap<&str, &str> {
+    messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter())
+        .map(|c| (c.id.as_str(), c.name.as_str()))
+        .collect()
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
     pub role: Role,
@@ -141,16 +160,17 @@ fn check_conversation(messages: &[Message]) -> Result<(), String> {
     let mut calls: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (index, m) in messages.iter().enumerate() {
         calls.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
-        let answered: Vec<&str> = messages[index + 1..]
-            .iter()
-            .take_while(|next| next.role == Role::Tool)
-            .filter_map(|next| next.tool_call_id.as_deref())
-            .collect();
+        let answered = || {
+            messages[index + 1..]
+                .iter()
+                .take_while(|next| next.role == Role::Tool)
+                .filter_map(|next| next.tool_call_id.as_deref())
+        };
         let open: Vec<&str> = m
             .tool_calls
             .iter()
             .map(|c| c.id.as_str())
-            .filter(|id| !answered.contains(id))
+            .filter(|id| !answered().any(|a| a == *id))
             .collect();
         if !open.is_empty() {
             return Err(format!(

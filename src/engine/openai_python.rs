@@ -64,10 +64,7 @@ pub fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
         return Some(if overflowed { OVERFLOW } else { secs });
     }
     let at = parsedate_tz(&value)?;
-    Some(match at.duration_since(now) {
-        Ok(ahead) => ahead.as_secs_f64(),
-        Err(behind) => -behind.duration().as_secs_f64(),
-    })
+    Some(super::policy::signed_secs(at, now))
 }
 
 const MONTHS: [&str; 24] = [

@@ -510,7 +510,7 @@ impl Verdict {
 
 /// Seconds from `now` until `at`, negative when `at` is past (as both
 /// libraries compute it before comparing).
-fn signed_secs(at: SystemTime, now: SystemTime) -> f64 {
+pub(super) fn signed_secs(at: SystemTime, now: SystemTime) -> f64 {
     match at.duration_since(now) {
         Ok(ahead) => ahead.as_secs_f64(),
         Err(behind) => -behind.duration().as_secs_f64(),

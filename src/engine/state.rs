@@ -111,6 +111,10 @@ impl LocalState {
 
     fn with<T>(&self, key: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        // The key is copied only the first time it is seen.
+        if let Some(entry) = entries.get_mut(key) {
+            return f(entry);
+        }
         f(entries.entry(key.to_string()).or_default())
     }
 }

@@ -35,9 +35,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                     .unwrap_or_default();
                 blocks.extend(parts(&m.parts));
                 blocks.extend(m.tool_calls.iter().map(|c| {
-                    // Checked as a JSON object when the history was read.
-                    let input: Value =
-                        serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
+                    let input = c.arguments_value();
                     json!({"type": "tool_use", "id": tool_id(&c.id), "name": c.name, "input": input})
                 }));
                 ("assistant", blocks)

@@ -1,8 +1,6 @@
 //! Gemini's native API: `models/{model}:generateContent` and
 //! `:batchEmbedContents`, the key in `x-goog-api-key`.
 
-use std::collections::HashMap;
-
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
@@ -30,12 +28,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     let mut system: Vec<String> = request.system.iter().cloned().collect();
     // A functionResponse names the function it answers; the history's
     // calls say which one each id was.
-    let names: HashMap<&str, &str> = request
-        .messages
-        .iter()
-        .flat_map(|m| m.tool_calls.iter())
-        .map(|c| (c.id.as_str(), c.name.as_str()))
-        .collect();
+    let names = conversation::call_names(&request.messages);
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(request.messages.len());
     for m in &request.messages {
         let (role, parts) = match m.role {
@@ -55,9 +48,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                     last["thoughtSignature"] = Value::from(sig);
                 }
                 parts.extend(m.tool_calls.iter().enumerate().map(|(i, c)| {
-                    // Checked as a JSON object when the history was read.
-                    let args: Value =
-                        serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
+                    let args = c.arguments_value();
                     let mut part = json!({"functionCall": {"name": c.name, "args": args}});
                     let own = signatures
                         .and_then(|s| s.get("calls"))

@@ -255,7 +255,6 @@ pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
     }
 }
 
-/// A response to `job` -> the answer, or the failure it describes.
 /// One attempt at `job`: sends `sent` and reads the answer, whole or (for
 /// a stream) up to its first content. `timeout` bounds the attempt (the
 /// engine's, cut short by the deadline); `attempt_timeout` is the call's own,
@@ -574,27 +573,24 @@ pub fn parse_response(
         Wire::Gemini => gemini::parse(&answer.json),
         Wire::Ollama => ollama::parse(&answer.json),
     };
-    if let Ok(chat) = &parsed {
-        let reason = chat.finish_reason.as_deref();
-        let has_calls = !chat.tool_calls.is_empty();
-        if let Some(why) =
-            crate::conversation::abnormal_end_without_content(&chat.text, has_calls, reason)
-        {
-            let message = format!("{}: {why}", provider.name);
-            return Err(answered_failure(sent, answer, message));
-        }
+    let mut chat = match parsed {
+        Ok(chat) => chat,
+        Err(why) => return Err(malformed(provider, sent, answer, why)),
+    };
+    let reason = chat.finish_reason.as_deref();
+    let has_calls = !chat.tool_calls.is_empty();
+    if let Some(why) =
+        crate::conversation::abnormal_end_without_content(&chat.text, has_calls, reason)
+    {
+        let message = format!("{}: {why}", provider.name);
+        return Err(answered_failure(sent, answer, message));
     }
-    match parsed {
-        Ok(mut chat) => {
-            chat.request_id = answer.request_id;
-            chat.status = answer.response.status;
-            chat.headers = answer.response.headers;
-            // from_slice succeeded, so the body is valid UTF-8.
-            chat.raw = String::from_utf8(answer.response.body).unwrap_or_default();
-            Ok(chat)
-        }
-        Err(why) => Err(malformed(provider, sent, answer, why)),
-    }
+    chat.request_id = answer.request_id;
+    chat.status = answer.response.status;
+    chat.headers = answer.response.headers;
+    // from_slice succeeded, so the body is valid UTF-8.
+    chat.raw = String::from_utf8(answer.response.body).unwrap_or_default();
+    Ok(chat)
 }
 
 /// An embeddings response -> the vectors, one per input, or the failure it
@@ -663,26 +659,17 @@ fn read_answer(
     }
     let json = match serde_json::from_slice(&response.body) {
         Ok(Value::Object(map)) => map,
-        Ok(_) => {
+        not_an_object => {
+            let why = match not_an_object {
+                Err(e) => e.to_string(),
+                Ok(_) => "expected a JSON object".into(),
+            };
             let answer = JsonAnswer {
                 json: Map::new(),
                 request_id,
                 response,
             };
-            return Err(malformed(
-                provider,
-                sent,
-                answer,
-                "expected a JSON object".into(),
-            ));
-        }
-        Err(e) => {
-            let answer = JsonAnswer {
-                json: Map::new(),
-                request_id,
-                response,
-            };
-            return Err(malformed(provider, sent, answer, e.to_string()));
+            return Err(malformed(provider, sent, answer, why));
         }
     };
     if let Some(error) = openai::error_in_answer(&json) {

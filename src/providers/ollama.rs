@@ -15,12 +15,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    let names: std::collections::HashMap<&str, &str> = request
-        .messages
-        .iter()
-        .flat_map(|m| m.tool_calls.iter())
-        .map(|c| (c.id.as_str(), c.name.as_str()))
-        .collect();
+    let names = conversation::call_names(&request.messages);
     for m in &request.messages {
         let role = match m.role {
             // Ollama's templates know no developer role.
@@ -49,9 +44,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
                 .tool_calls
                 .iter()
                 .map(|c| {
-                    // Checked as a JSON object when the history was read.
-                    let arguments: Value =
-                        serde_json::from_str(&c.arguments_json).unwrap_or_else(|_| json!({}));
+                    let arguments = c.arguments_value();
                     json!({"function": {"name": c.name, "arguments": arguments}})
                 })
                 .collect();

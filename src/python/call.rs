@@ -348,7 +348,6 @@ pub(super) async fn run_engine(
 ) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
     let used = used_configs(inner, &call.chain, &call.job);
     let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-    let keys: Vec<&KeySource> = call.chain.iter().map(|&i| &inner.keys[i]).collect();
     let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
@@ -388,13 +387,12 @@ pub(super) async fn run_engine(
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
     let mut unit = || rand::random::<f64>();
     // One idempotency key per call and provider, the same on every retry to
-    // it (the caller's, when given), and the attempt's number among them.
-    let idempotency_keys: Vec<String> = (0..configs.len())
-        .map(|i| match &call.idempotency_key {
-            Some(key) => key.clone(),
-            None => format!("failover-{call_id}-{i}"),
-        })
-        .collect();
+    // it (the caller's, when given), and the attempt's number among them;
+    // made at the attempt, so providers never tried cost nothing.
+    let idempotency_key = |index: usize| match &call.idempotency_key {
+        Some(key) => key.clone(),
+        None => format!("failover-{call_id}-{index}"),
+    };
     let mut tries = vec![0u32; configs.len()];
     if let Some(broken) = &resume {
         // A restart is a retry: the broken attempt and those before it count.
@@ -408,7 +406,7 @@ pub(super) async fn run_engine(
         &mut on_event,
         |index, timeout| {
             let provider = configs[index];
-            let source = keys[index];
+            let source = &inner.keys[call.chain[index]];
             let built = requests[index].get_or_init(|| {
                 let mut base = providers::build(provider, job);
                 providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
@@ -440,7 +438,7 @@ pub(super) async fn run_engine(
                 };
                 if !given(&sent.headers, "idempotency-key") {
                     sent.headers
-                        .push(("idempotency-key".into(), idempotency_keys[index].clone()));
+                        .push(("idempotency-key".into(), idempotency_key(index)));
                 }
                 if !given(&sent.headers, "x-retry-count") {
                     sent.headers

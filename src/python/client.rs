@@ -197,16 +197,6 @@ impl NativeClient {
         self.run_async(py, locals, call)
     }
 
-    /// Calls busy at each provider (those that chose it first in a
-    /// `least_busy` pool), in configuration order.
-    fn in_flight(&self) -> Vec<usize> {
-        self.inner
-            .busy
-            .iter()
-            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
-            .collect()
-    }
-
     /// The providers cooling down, `(key, seconds left)`, at `now` (Unix
     /// seconds of the client's sleeper clock; `None`: the system clock).
     #[pyo3(signature = (now=None))]
