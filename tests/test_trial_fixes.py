@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -746,3 +747,39 @@ def test_a_redis_states_repr_shows_its_database_but_no_password() -> None:
     state = failover.RedisState("redis://:hunter2-pw@localhost:6379/3")
     assert repr(state).startswith("RedisState('redis://localhost:6379/3'")
     assert "hunter2" not in repr(state)
+
+
+def test_values_json_cannot_carry_are_refused_when_given() -> None:
+    import math
+
+    with pytest.raises(failover.ConfigurationError, match="OpenAI params cannot be sent as JSON"):
+        failover.OpenAI(model="m", api_key=KEY, params={"x": object()})
+    with pytest.raises(failover.ConfigurationError, match="'t': parameters cannot be sent"):
+        failover.Tool("t", parameters={"x": math.nan})
+    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+    with pytest.raises(failover.ConfigurationError, match="response_format cannot be sent"):
+        client.prompt("Hi", response_format={"type": "json_object", "x": object()})
+
+
+@pytest.mark.parametrize("key", ["", "   ", "abc\ndef"])
+def test_a_key_headers_cannot_carry_is_refused_when_given(key: str) -> None:
+    with pytest.raises(failover.ConfigurationError, match=r"OpenAI api_key (is blank|holds)"):
+        failover.OpenAI(model="m", api_key=key)
+
+
+def test_a_stream_no_provider_can_serve_fails_when_made(mock_server: MockServer) -> None:
+    # An image by link: Ollama takes images as data: URLs only.
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}
+    ollama = failover.Ollama(model="llama3.2", base_url=mock_server.url)
+    client = failover.Client({"o": ollama})
+    messages = [{"role": "user", "content": [image]}]
+    with pytest.raises(failover.ConfigurationError, match="no provider can serve") as info:
+        client.stream(messages)
+    assert info.value.attempts[0].skipped is not None
+
+    async def make() -> None:
+        client.stream_async(messages)
+
+    with pytest.raises(failover.ConfigurationError, match="no provider can serve"):
+        asyncio.run(make())
+    assert mock_server.requests == []

@@ -37,6 +37,9 @@ class Tool(Record):
             raise ConfigurationError(
                 f"Tool {name!r}: parameters must be a JSON schema (a dict), got {parameters!r}"
             )
+        problem = _native.json_problem(parameters) if parameters is not None else None
+        if problem is not None:
+            raise ConfigurationError(f"Tool {name!r}: parameters cannot be sent as JSON: {problem}")
         self._init(name=name, description=description, parameters=parameters)
 
     def _wire(self) -> dict[str, Any]:

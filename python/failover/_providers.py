@@ -50,6 +50,15 @@ def _check_name(name: str, what: str = "provider name") -> None:
         )
 
 
+def _key_text_problem(key: str) -> Optional[str]:
+    """Why ``key`` (stripped) cannot go in a header, or ``None``."""
+    if not key:
+        return "is blank"
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "holds control characters"
+    return None
+
+
 def _key_callable_problem(key: object) -> Optional[str]:
     """Why ``key``, a callable ``api_key``, cannot be used, or ``None``."""
     if not callable(key) or isinstance(key, str):
@@ -138,6 +147,9 @@ class Provider:
             raise ConfigurationError(
                 f"{owner} params must be a dict of request body fields, got {params!r}"
             )
+        problem = _native.json_problem(dict(params)) if params is not None else None
+        if problem is not None:
+            raise ConfigurationError(f"{owner} params cannot be sent as JSON: {problem}")
         self.params: Optional[dict[str, Any]] = dict(params) if params is not None else None
         if not isinstance(allow_insecure, bool):
             raise ConfigurationError(
@@ -154,6 +166,9 @@ class Provider:
         # Checked when given: a key callable that cannot be called as it
         # will be, and a credential bound for plain http.
         problem = _key_callable_problem(api_key)
+        if isinstance(api_key, str):
+            text_problem = _key_text_problem(api_key.strip())
+            problem = f"api_key {text_problem}" if text_problem is not None else None
         if problem is not None:
             raise ConfigurationError(f"{owner} {problem}")
         if (
@@ -191,9 +206,9 @@ class Provider:
         if key is not None:
             # Keys read from files and variables often end in a newline.
             key = key.strip()
-            if not key or any(ord(c) < 32 or ord(c) == 127 for c in key):
-                what = "is blank" if not key else "holds control characters"
-                raise ConfigurationError(f"provider {name!r}: {source} {what}")
+            problem = _key_text_problem(key)
+            if problem is not None:
+                raise ConfigurationError(f"provider {name!r}: {source} {problem}")
         if key is None and self._key_required and not self._key_header_given():
             where = (
                 f"set {' or '.join(variables)} or pass api_key=" if variables else "pass api_key="

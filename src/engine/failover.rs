@@ -66,6 +66,25 @@ impl AttemptRecord {
     }
 }
 
+/// The failure of a call no provider of the chain can serve (each one's
+/// reason in `unable`), or `None` when one can: known before anything is
+/// sent, so a stream can say it when it is made.
+pub fn unserved(unable: &[Option<&str>]) -> Option<CallFailure> {
+    if unable.is_empty() || unable.iter().any(Option::is_none) {
+        return None;
+    }
+    let attempts = unable
+        .iter()
+        .enumerate()
+        .map(|(index, why)| AttemptRecord::skipped(index, why.unwrap_or_default()))
+        .collect();
+    Some(CallFailure {
+        error: CallError::Unserved,
+        attempts,
+        reason: "no provider in the chain can serve the call".to_string(),
+    })
+}
+
 /// What a successful attempt reports about itself.
 pub trait Answer {
     /// The HTTP status it came with.
@@ -219,15 +238,9 @@ where
         reason,
     };
     let deadline = spec.deadline.unwrap_or_default();
-    if (0..count).all(|i| spec.providers[i].unable.is_some()) && count > 0 {
-        for (index, slot) in spec.providers.iter().enumerate() {
-            attempts.push(AttemptRecord::skipped(
-                index,
-                slot.unable.unwrap_or_default(),
-            ));
-        }
-        let reason = "no provider in the chain can serve the call".to_string();
-        return Err(fail(CallError::Unserved, attempts, reason));
+    let unable: Vec<Option<&str>> = spec.providers.iter().map(|slot| slot.unable).collect();
+    if let Some(failure) = unserved(&unable) {
+        return Err(failure);
     }
 
     // Providers cooling down (from earlier calls) are skipped, unless every

@@ -306,6 +306,22 @@ async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
 }
 
 impl Call {
+    /// A stream no provider of its chain can serve fails when it is made, as
+    /// a whole call does, not on its first read: nothing is sent either way.
+    pub(super) fn refuse_if_unserved(&mut self, py: Python<'_>, inner: &Inner) -> PyResult<()> {
+        let used = used_configs(inner, &self.chain, &self.job);
+        let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+        let unable: Vec<Option<String>> = configs
+            .iter()
+            .map(|c| providers::unable_for(c, &self.job))
+            .collect();
+        let unable: Vec<Option<&str>> = unable.iter().map(Option::as_deref).collect();
+        match engine::unserved(&unable) {
+            Some(failure) => Err(self.raise(py, &failure, &configs, &new_call_id())),
+            None => Ok(()),
+        }
+    }
+
     /// The same call, read as a stream.
     pub(super) fn into_stream(mut self) -> Self {
         if let Job::Chat(request) = self.job {

@@ -8,7 +8,7 @@ use pyo3::types::PyString;
 
 use super::call::{block_on_interruptibly, run_call, Call, Inner, KeySource};
 use super::clock::CallClock;
-use super::convert::{json_from, messages_from, text_arg};
+use super::convert::{json_from, list_from, text_arg};
 use super::errors::{configuration_error, failover_error, seconds};
 use super::events::EventTarget;
 use super::runtime::{self, runtime, Interrupt};
@@ -68,15 +68,17 @@ impl NativeClient {
             };
             let params = match &spec.params {
                 None => None,
-                Some(params) => match json_from(params)? {
-                    value @ serde_json::Value::Object(_) => Some(value),
-                    _ => {
-                        return Err(configuration_error(format!(
-                            "provider {:?}: params must be a dict of body fields",
-                            spec.name
-                        )))
+                Some(params) => {
+                    match json_from(&format!("provider {:?}: params", spec.name), params)? {
+                        value @ serde_json::Value::Object(_) => Some(value),
+                        _ => {
+                            return Err(configuration_error(format!(
+                                "provider {:?}: params must be a dict of body fields",
+                                spec.name
+                            )))
+                        }
                     }
-                },
+                }
             };
             configs.push(ProviderConfig {
                 name: spec.name,
@@ -154,12 +156,9 @@ impl NativeClient {
     /// `restart`: after a failure past the first content, start again
     /// (`on_interrupt="restart"`) instead of raising `StreamInterrupted`.
     fn stream(&self, py: Python<'_>, args: CallArgs<'_>, restart: bool) -> PyResult<NativeStream> {
-        let call = self.call(py, args, None)?;
-        Ok(NativeStream::new(
-            Arc::clone(&self.inner),
-            call.into_stream(),
-            restart,
-        ))
+        let mut call = self.call(py, args, None)?.into_stream();
+        call.refuse_if_unserved(py, &self.inner)?;
+        Ok(NativeStream::new(Arc::clone(&self.inner), call, restart))
     }
 
     /// `stream` for asyncio: called on the event loop that will iterate it.
@@ -171,10 +170,11 @@ impl NativeClient {
     ) -> PyResult<NativeStream> {
         runtime()?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let call = self.call(py, args, Some(locals.clone()))?;
+        let mut call = self.call(py, args, Some(locals.clone()))?.into_stream();
+        call.refuse_if_unserved(py, &self.inner)?;
         Ok(NativeStream::with_locals(
             Arc::clone(&self.inner),
-            call.into_stream(),
+            call,
             restart,
             locals,
         ))
@@ -304,10 +304,10 @@ impl NativeClient {
     ) -> PyResult<Call> {
         let transport = self.transport()?;
         self.check_chain(&args.chain)?;
-        let messages = messages_from(&args.messages)?;
+        let messages = list_from("messages", &args.messages)?;
         let messages = conversation::parse_messages(&messages).map_err(configuration_error)?;
         let tools = match &args.tools {
-            Some(tools) => conversation::parse_tools(&messages_from(tools)?)
+            Some(tools) => conversation::parse_tools(&list_from("tools", tools)?)
                 .map_err(|why| configuration_error(format!("tools: {why}")))?,
             None => Vec::new(),
         };
@@ -318,8 +318,10 @@ impl NativeClient {
             .transpose()
             .map_err(configuration_error)?;
         let response_format = match &args.response_format {
-            Some(format) => conversation::parse_response_format(&json_from(format)?)
-                .map_err(configuration_error)?,
+            Some(format) => {
+                conversation::parse_response_format(&json_from("response_format", format)?)
+                    .map_err(configuration_error)?
+            }
             None => None,
         };
         let request = ChatRequest {

@@ -25,21 +25,27 @@ pub fn text_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option
     Ok(Some(text.into_owned()))
 }
 
-/// A Python message list -> JSON values; anything JSON cannot carry is a
-/// `ConfigurationError` naming it.
-pub fn messages_from(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
-    match to_json(messages, 0) {
-        Ok(Value::Array(items)) => Ok(items),
-        Ok(_) => Err(configuration_error("messages must be a list of dicts")),
-        Err(why) => Err(configuration_error(format!(
-            "messages cannot be sent as JSON: {why}"
+/// A Python list (`what`: the messages, the tools) -> JSON values; anything
+/// JSON cannot carry is a `ConfigurationError` naming it.
+pub fn list_from(what: &str, list: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    match json_from(what, list)? {
+        Value::Array(items) => Ok(items),
+        _ => Err(configuration_error(format!(
+            "{what} must be a list of dicts"
         ))),
     }
 }
 
-/// Any JSON-able Python value (a dict of body fields, a response format).
-pub fn json_from(value: &Bound<'_, PyAny>) -> PyResult<Value> {
-    to_json(value, 0).map_err(|why| configuration_error(format!("cannot be sent as JSON: {why}")))
+/// Any JSON-able Python value (`what`: a dict of body fields, a response
+/// format), or a `ConfigurationError` naming it.
+pub fn json_from(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    to_json(value, 0)
+        .map_err(|why| configuration_error(format!("{what} cannot be sent as JSON: {why}")))
+}
+
+/// Why `value` cannot be sent as JSON, or `None`.
+pub fn json_problem(value: &Bound<'_, PyAny>) -> Option<String> {
+    to_json(value, 0).err()
 }
 
 fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {

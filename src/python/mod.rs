@@ -54,6 +54,13 @@ fn key_header_name(wire: &str, entra_token: bool) -> Option<&'static str> {
     Some(crate::providers::key_header_for(wire, entra_token))
 }
 
+/// Why `value` cannot be sent as JSON, or `None` (the rule every body
+/// field follows, for options to check when given).
+#[pyfunction]
+fn json_problem(value: &Bound<'_, PyAny>) -> Option<String> {
+    convert::json_problem(value)
+}
+
 /// Why `name` cannot name a tool, or `None` (the rule the conversation
 /// applies, for `Tool()` to check when given).
 #[pyfunction]
@@ -126,6 +133,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
     m.add_function(wrap_pyfunction!(tool_name_problem, m)?)?;
+    m.add_function(wrap_pyfunction!(json_problem, m)?)?;
     m.add_function(wrap_pyfunction!(key_header_name, m)?)?;
     m.add("MAX_SECONDS", hints::MAX_SECONDS)?;
     let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
