@@ -282,9 +282,9 @@ fn state_key(config: &ProviderConfig, job: &Job) -> String {
 /// Python objects.
 async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
     let call_id = new_call_id();
-    let result = run_engine(&inner, &mut call, &call_id, None).await?;
     let used = used_configs(&inner, &call.chain, &call.job);
     let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+    let result = run_engine(&inner, &mut call, &configs, &call_id, None).await?;
     Python::attach(|py| match result {
         Ok(success) => {
             let attempts = attempts_list(py, &success.attempts, &configs)?;
@@ -353,17 +353,17 @@ impl Call {
     }
 }
 
-/// One run of the engine for `call` (picking up after `resume` when given).
-/// The only place the engine is run. `Err` is Python code run by the call
-/// (a sleeper, a hook, a key callable) ending it.
+/// One run of the engine for `call` (picking up after `resume` when given),
+/// its chain's providers as `used_configs` gives them. The only place the
+/// engine is run. `Err` is Python code run by the call (a sleeper, a hook,
+/// a key callable) ending it.
 pub(super) async fn run_engine(
     inner: &Inner,
     call: &mut Call,
+    configs: &[&ProviderConfig],
     call_id: &str,
     resume: Option<engine::Resume>,
 ) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
-    let used = used_configs(inner, &call.chain, &call.job);
-    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
     let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
@@ -395,7 +395,7 @@ pub(super) async fn run_engine(
     };
     let events = &call.events;
     let mut on_event =
-        |event: Event| Python::attach(|py| events.send_engine_event(py, &event, &configs));
+        |event: Event| Python::attach(|py| events.send_engine_event(py, &event, configs));
     let transport = &call.transport;
     let interrupt = &call.interrupt;
     // Each provider's request is built once per run, on its first attempt;

@@ -148,8 +148,11 @@ impl Driver {
                 State::Fresh => {
                     // The call starts on the first read, not when the stream was made.
                     self.started = Instant::now();
+                    let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
+                    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
                     let result =
-                        run_engine(&self.inner, &mut self.call, &self.call_id, None).await?;
+                        run_engine(&self.inner, &mut self.call, &configs, &self.call_id, None)
+                            .await?;
                     let first = self.started_from(result, Vec::new())?;
                     if !first.is_empty() {
                         return Ok(Step::Chunks(first));
@@ -194,9 +197,16 @@ impl Driver {
                         discarded: stream.acc.text.clone(),
                         discarded_tool_calls: stream.acc.tool_calls.clone(),
                     };
-                    let result =
-                        run_engine(&self.inner, &mut self.call, &self.call_id, Some(resume))
-                            .await?;
+                    let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
+                    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+                    let result = run_engine(
+                        &self.inner,
+                        &mut self.call,
+                        &configs,
+                        &self.call_id,
+                        Some(resume),
+                    )
+                    .await?;
                     let result = match result {
                         Ok(success) => Ok(success),
                         // The restart failed too: the stream stays broken.
