@@ -224,6 +224,7 @@ class NativeMockServer:
         delay: float,
         fault: str | None,
         chunks: list[bytes] | None = None,
+        interval: float = 0.0,
     ) -> None: ...
     def requests(self) -> list[tuple[str, str, list[tuple[str, str]], bytes]]: ...
     @property

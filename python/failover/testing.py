@@ -259,6 +259,7 @@ class MockServer:
         delay: float = 0.0,
         fault: Optional[str] = None,
         chunks: Optional[Sequence[Union[bytes, str]]] = None,
+        interval: float = 0.0,
     ) -> None:
         """Scripts the next response.
 
@@ -267,9 +268,11 @@ class MockServer:
         ``chunks`` is a streamed body written piece by piece exactly as given
         (no separators, each its own network read: a piece may end inside a
         character), e.g. NDJSON lines. ``delay`` waits (really) before
-        answering. ``fault``: ``"reset"`` drops the connection, ``"hang"``
-        never answers, ``"cut:N"`` stops a stream after N events or chunks
-        (or a body after N bytes) and resets the connection, ``"stall:N"``
+        answering; ``interval`` (really) between one event or chunk of a
+        stream and the next, as a server keeping a connection alive does.
+        ``fault``: ``"reset"`` drops the connection, ``"hang"`` never answers,
+        ``"cut:N"`` stops a stream after N events or chunks (or a body after
+        N bytes) and resets the connection, ``"stall:N"``
         sends N events or chunks and then nothing, keeping the connection
         open.
 
@@ -306,7 +309,7 @@ class MockServer:
         events = list(sse) if sse is not None else None
         if events is not None and not all(isinstance(e, str) for e in events):
             raise ValueError("sse= events are str, each the text of one event ('data: {...}')")
-        self._native.push(status, pairs, raw, events, delay, fault, pieces)
+        self._native.push(status, pairs, raw, events, delay, fault, pieces, interval)
 
     def push_text(
         self,

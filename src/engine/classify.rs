@@ -121,9 +121,11 @@ pub struct Failure {
     pub body: Option<String>,
     pub message: String,
     pub request_id: Option<String>,
-    /// The attempt's own timeout ran out: the transport gave up waiting.
-    /// Only this can be the deadline cutting an attempt short; a 408 or a
-    /// connect timeout is the provider's failure.
+    /// The deadline ended the attempt: the time left ran out before the
+    /// attempt did (whatever it was waiting for). Only this is the deadline
+    /// cutting an attempt short; a timeout of the attempt's own (a 408, a
+    /// connect timeout, no response within `timeout`) is the provider's
+    /// failure.
     pub out_of_time: bool,
     /// The body broke off after the status line arrived. The default policy
     /// treats it as a server error of that status; the openai preset, as a
@@ -146,7 +148,7 @@ impl Failure {
         }
     }
 
-    /// The attempt used up the whole timeout it was given.
+    /// The deadline ended the attempt.
     pub fn out_of_time(message: impl Into<String>) -> Self {
         Self {
             out_of_time: true,

@@ -37,6 +37,20 @@ pub struct CallSpec<'a> {
     pub state: Option<&'a dyn SharedState>,
 }
 
+/// The bounds of one attempt, as the engine hands them to it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttemptBounds {
+    /// Each wait of the attempt (a whole answer; a stream's head and each
+    /// of its events before the first content): the call's timeout, cut to
+    /// the time left.
+    pub timeout: Duration,
+    /// The time left before the deadline, when the call has one: the whole
+    /// attempt (a stream up to its first content, whatever arrives before
+    /// it) must end within it, with a [`Failure::out_of_time`]. Keep-alives
+    /// reset the wait for the next event, never this.
+    pub left: Option<Duration>,
+}
+
 /// One HTTP attempt (or one provider skipped), for `.attempts`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttemptRecord {
@@ -186,8 +200,9 @@ pub struct Resume {
 /// Runs one call: tries each provider in order, retrying and sleeping as the
 /// policy decides, never past the deadline.
 ///
-/// `attempt(provider, timeout)` makes one attempt at `spec.providers[provider]`
-/// and must give up after `timeout` with a [`Failure::out_of_time`].
+/// `attempt(provider, bounds)` makes one attempt at `spec.providers[provider]`:
+/// each of its waits ends after `bounds.timeout`, and the whole attempt after
+/// `bounds.left` (the deadline) with a [`Failure::out_of_time`].
 /// `unit` draws from U[0,1) for jitter; `on_event` sees every retry and
 /// failover. A failed call is the `Err`, for the caller to report.
 pub async fn run<T, F, Fut>(
@@ -199,7 +214,7 @@ pub async fn run<T, F, Fut>(
 ) -> Result<Success<T>, CallFailure>
 where
     T: Answer,
-    F: FnMut(usize, Duration) -> Fut,
+    F: FnMut(usize, AttemptBounds) -> Fut,
     Fut: Future<Output = Result<T, Failure>>,
 {
     run_from(spec, None, clock, unit, on_event, attempt).await
@@ -218,7 +233,7 @@ pub async fn run_from<T, F, Fut>(
 ) -> Result<Success<T>, CallFailure>
 where
     T: Answer,
-    F: FnMut(usize, Duration) -> Fut,
+    F: FnMut(usize, AttemptBounds) -> Fut,
     Fut: Future<Output = Result<T, Failure>>,
 {
     let start = clock.now();
@@ -310,14 +325,16 @@ where
                 let error = CallError::Deadline { deadline, last };
                 return Err(fail(error, attempts, reason));
             }
-            let timeout = left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout));
-            let cut_by_deadline = timeout < spec.attempt_timeout;
+            let bounds = AttemptBounds {
+                timeout: left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout)),
+                left,
+            };
             let sent_at = spec.state.map_or(0, |state| state.epoch());
             let (outcome, duration) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration),
                 None => {
                     let started = Instant::now();
-                    let outcome = attempt(index, timeout).await;
+                    let outcome = attempt(index, bounds).await;
                     (outcome, started.elapsed())
                 }
             };
@@ -378,7 +395,9 @@ where
                 failure,
                 retry_after,
             };
-            if failure.out_of_time && cut_by_deadline {
+            // Only the deadline's bound gives `out_of_time`: a provider that
+            // is merely slow (its own timeout ran out) fails over instead.
+            if failure.out_of_time && spec.deadline.is_some() {
                 let reason = "the deadline cut the attempt short".to_string();
                 let error = CallError::Deadline {
                     deadline,
@@ -533,8 +552,8 @@ mod tests {
         result: Result<Success<&'static str>, CallFailure>,
         sleeps: Vec<Duration>,
         events: Vec<Event>,
-        /// (provider, timeout) of every attempt made.
-        calls: Vec<(usize, Duration)>,
+        /// (provider, bounds) of every attempt made.
+        calls: Vec<(usize, AttemptBounds)>,
     }
 
     fn run_script(
@@ -561,8 +580,8 @@ mod tests {
             &clock,
             &mut || 0.0,
             &mut |e| events.push(e),
-            |provider, timeout| {
-                calls.lock().unwrap().push((provider, timeout));
+            |provider, bounds| {
+                calls.lock().unwrap().push((provider, bounds));
                 let next = script.lock().unwrap().pop_front().expect("script ran out");
                 async move { next }
             },
@@ -862,7 +881,24 @@ mod tests {
             vec![rate_limited("3"), Ok("x")],
         );
         assert!(o.result.is_ok());
-        assert_eq!(o.calls, vec![(0, secs(5.0)), (0, secs(2.0))]);
+        let cut = |left: f64| AttemptBounds {
+            timeout: secs(left),
+            left: Some(secs(left)),
+        };
+        assert_eq!(o.calls, vec![(0, cut(5.0)), (0, cut(2.0))]);
+        // A deadline beyond the timeout still bounds the whole attempt: a
+        // stream's start, whatever keeps its waits short, ends by it.
+        let o = run_script(
+            1,
+            RetryPolicy::default(),
+            Some(secs(100.0)),
+            vec![rate_limited("3"), Ok("x")],
+        );
+        let bounds = |left: f64| AttemptBounds {
+            timeout: secs(60.0),
+            left: Some(secs(left)),
+        };
+        assert_eq!(o.calls, vec![(0, bounds(100.0)), (0, bounds(97.0))]);
         // A wait that would end exactly at the deadline leaves no time: not slept.
         let o = run_script(
             1,

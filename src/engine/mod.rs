@@ -13,8 +13,8 @@ pub mod state;
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
 pub use clock::{Clock, ManualCallClock, ManualClock, TokioClock};
 pub use failover::{
-    run, run_from, unserved, Answer, AttemptRecord, CallError, CallFailure, CallSpec, Event,
-    ProviderFailure, ProviderSlot, Resume, Success,
+    run, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
+    CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};

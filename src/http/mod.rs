@@ -190,11 +190,14 @@ impl ReqwestTransport {
         };
         match tokio::time::timeout(timeout, opened).await {
             Ok(result) => result,
-            Err(_) => Err(Failure::out_of_time(format!(
-                "no response from {} within {:.3}s",
-                host_of(&request.url),
-                timeout.as_secs_f64()
-            ))),
+            Err(_) => Err(Failure::without_response(
+                ErrorKind::Timeout,
+                format!(
+                    "no response from {} within {:.3}s",
+                    host_of(&request.url),
+                    timeout.as_secs_f64()
+                ),
+            )),
         }
     }
 }
@@ -339,11 +342,14 @@ impl Transport for ReqwestTransport {
         Box::pin(async move {
             match tokio::time::timeout(timeout, self.send_inner(request)).await {
                 Ok(result) => result,
-                Err(_) => Err(Failure::out_of_time(format!(
-                    "no response from {} within {:.3}s",
-                    host_of(&request.url),
-                    timeout.as_secs_f64()
-                ))),
+                Err(_) => Err(Failure::without_response(
+                    ErrorKind::Timeout,
+                    format!(
+                        "no response from {} within {:.3}s",
+                        host_of(&request.url),
+                        timeout.as_secs_f64()
+                    ),
+                )),
             }
         })
     }

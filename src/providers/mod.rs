@@ -256,37 +256,64 @@ pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
 }
 
 /// One attempt at `job`: sends `sent` and reads the answer, whole or (for
-/// a stream) up to its first content. `timeout` bounds the attempt (the
-/// engine's, cut short by the deadline); `attempt_timeout` is the call's own,
-/// which bounds each wait of a stream.
+/// a stream) up to its first content. Each wait ends after
+/// `bounds.timeout`; the whole attempt, whatever arrives before its answer
+/// (keep-alives, pings, empty deltas), by `bounds.left`, the deadline.
 pub async fn exchange(
     provider: &ProviderConfig,
     job: &Job,
     transport: &crate::http::ReqwestTransport,
     sent: &HttpRequest,
-    timeout: std::time::Duration,
-    attempt_timeout: std::time::Duration,
+    bounds: crate::engine::AttemptBounds,
 ) -> Result<Reply, Failure> {
     use crate::http::Transport;
-    match job {
-        Job::Stream(_) => {
-            let start_bound = (timeout < attempt_timeout).then_some(timeout);
-            streaming::start(provider, transport, sent, timeout, start_bound)
+    let attempt = async {
+        match job {
+            Job::Stream(_) => streaming::start(provider, transport, sent, bounds.timeout)
                 .await
-                .map(|started| Reply::Stream(Box::new(started)))
-        }
-        Job::Chat(_) | Job::Embed(_) => {
-            let response = transport
-                .send(sent, timeout)
-                .await
-                .map_err(|failure| name_failure(provider, sent, failure))?;
-            match job {
-                Job::Embed(request) => {
-                    parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+                .map(|started| Reply::Stream(Box::new(started))),
+            Job::Chat(_) | Job::Embed(_) => {
+                let response = transport
+                    .send(sent, bounds.timeout)
+                    .await
+                    .map_err(|failure| name_failure(provider, sent, failure))?;
+                match job {
+                    Job::Embed(request) => {
+                        parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+                    }
+                    _ => parse_response(provider, sent, response).map(Reply::Chat),
                 }
-                _ => parse_response(provider, sent, response).map(Reply::Chat),
             }
         }
+    };
+    let Some(left) = bounds.left else {
+        return attempt.await;
+    };
+    let out_of_time = || {
+        let what = match job {
+            Job::Stream(_) => "the stream did not start",
+            Job::Chat(_) | Job::Embed(_) => "no answer came",
+        };
+        Failure::out_of_time(format!(
+            "{}: {what} within the {:.3}s left before the deadline",
+            provider.name,
+            left.as_secs_f64()
+        ))
+    };
+    let started = tokio::time::Instant::now();
+    match tokio::time::timeout(left, attempt).await {
+        // A wait inside the attempt was cut to the time left too, and may
+        // end first: the deadline, not the provider, ended it (a connect
+        // timeout ends sooner; a 408 has a body).
+        Ok(Err(failure))
+            if failure.kind == ErrorKind::Timeout
+                && failure.body.is_none()
+                && started.elapsed() >= left =>
+        {
+            Err(out_of_time())
+        }
+        Ok(result) => result,
+        Err(_) => Err(out_of_time()),
     }
 }
 

@@ -88,96 +88,66 @@ impl crate::engine::Answer for StartedStream {
 }
 
 /// One streaming attempt: opens the request and reads until the first
-/// content chunk (or a complete answer without any). `start_bound` caps the
-/// whole start (the call's deadline); `idle` each wait for the next read.
+/// content chunk (or a complete answer without any), waiting at most
+/// `idle` for the head and for each read. The caller bounds the whole start
+/// (keep-alives reset `idle`, never the deadline).
 pub async fn start(
     provider: &ProviderConfig,
     transport: &ReqwestTransport,
     sent: &HttpRequest,
     idle: Duration,
-    start_bound: Option<Duration>,
 ) -> Result<StartedStream, Failure> {
-    let begin = async {
-        let opened = transport
-            .open(sent, idle)
-            .await
-            .map_err(|failure| super::name_failure(provider, sent, failure))?;
-        let (status, headers, body) = match opened {
-            Opened::Whole(response) => {
-                let request_id = request_id(provider.wire, &response.headers)
-                    .map(|id| redact(&id, &sent.secrets));
-                return Err(error_failure(provider, &sent.secrets, response, request_id));
-            }
-            Opened::Streaming {
-                status,
-                headers,
-                body,
-            } => (status, headers, body),
-        };
-        let json_answer = provider.wire != Wire::Ollama
-            && headers
-                .get("content-type")
-                .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
-        let mut live = LiveStream {
-            name: provider.name.clone(),
-            wire: provider.wire,
-            overloaded_statuses: provider.overloaded_statuses.clone(),
-            secrets: sent.secrets.clone(),
-            request_id: request_id(provider.wire, &headers).map(|id| redact(&id, &sent.secrets)),
+    let opened = transport
+        .open(sent, idle)
+        .await
+        .map_err(|failure| super::name_failure(provider, sent, failure))?;
+    let (status, headers, body) = match opened {
+        Opened::Whole(response) => {
+            let request_id =
+                request_id(provider.wire, &response.headers).map(|id| redact(&id, &sent.secrets));
+            return Err(error_failure(provider, &sent.secrets, response, request_id));
+        }
+        Opened::Streaming {
             status,
-            host: body.host().to_string(),
             headers,
-            body: Some(body),
-            decoder: Decoder::new(match provider.wire {
-                Wire::Ollama => Framing::Ndjson,
-                _ => Framing::Sse,
-            }),
-            acc: Accumulator::default(),
-            extras: serde_json::Map::new(),
-            whole_provider_data: None,
-            failed: None,
-            done: false,
-        };
-        if json_answer {
-            // A JSON document where a stream was asked for: an error, or a
-            // server that does not stream, whose whole answer is the stream.
-            let body = live.body.take();
-            let chat = whole_answer(provider, sent, status, &live.headers, body).await?;
-            let mut first = Vec::new();
-            live.replay(chat, &mut first);
-            return Ok(StartedStream { live, first });
-        }
-        let first = live.next(idle).await?.unwrap_or_default();
-        Ok(StartedStream { live, first })
+            body,
+        } => (status, headers, body),
     };
-    match start_bound {
-        Some(bound) => {
-            let out_of_time = || {
-                Failure::out_of_time(format!(
-                    "{}: the stream did not start within {:.3}s",
-                    provider.name,
-                    bound.as_secs_f64()
-                ))
-            };
-            let started = tokio::time::Instant::now();
-            match tokio::time::timeout(bound, begin).await {
-                // A wait inside the start (for the headers, for the first
-                // event) was cut to the bound too, and may end first: the
-                // deadline, not the provider, ended it (a connect timeout
-                // ends sooner; a 408 has a body).
-                Ok(Err(failure))
-                    if failure.kind == ErrorKind::Timeout
-                        && failure.body.is_none()
-                        && started.elapsed() >= bound =>
-                {
-                    Err(out_of_time())
-                }
-                Ok(result) => result,
-                Err(_) => Err(out_of_time()),
-            }
-        }
-        None => begin.await,
+    let json_answer = provider.wire != Wire::Ollama
+        && headers
+            .get("content-type")
+            .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
+    let mut live = LiveStream {
+        name: provider.name.clone(),
+        wire: provider.wire,
+        overloaded_statuses: provider.overloaded_statuses.clone(),
+        secrets: sent.secrets.clone(),
+        request_id: request_id(provider.wire, &headers).map(|id| redact(&id, &sent.secrets)),
+        status,
+        host: body.host().to_string(),
+        headers,
+        body: Some(body),
+        decoder: Decoder::new(match provider.wire {
+            Wire::Ollama => Framing::Ndjson,
+            _ => Framing::Sse,
+        }),
+        acc: Accumulator::default(),
+        extras: serde_json::Map::new(),
+        whole_provider_data: None,
+        failed: None,
+        done: false,
+    };
+    if json_answer {
+        // A JSON document where a stream was asked for: an error, or a
+        // server that does not stream, whose whole answer is the stream.
+        let body = live.body.take();
+        let chat = whole_answer(provider, sent, status, &live.headers, body).await?;
+        let mut first = Vec::new();
+        live.replay(chat, &mut first);
+        return Ok(StartedStream { live, first });
     }
+    let first = live.next(idle).await?.unwrap_or_default();
+    Ok(StartedStream { live, first })
 }
 
 /// A 2xx JSON answer to a streaming request, read whole: the answer, or

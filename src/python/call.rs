@@ -384,12 +384,11 @@ pub(super) async fn run_engine(
             unable: why.as_deref(),
         })
         .collect();
-    let attempt_timeout = call.timeout;
     let spec = CallSpec {
         call_id,
         providers: &slots,
         policy: &call.policy,
-        attempt_timeout,
+        attempt_timeout: call.timeout,
         deadline: call.deadline,
         state: Some(&*inner.state),
     };
@@ -420,7 +419,7 @@ pub(super) async fn run_engine(
         &call.clock,
         &mut unit,
         &mut on_event,
-        |index, timeout| {
+        |index, bounds| {
             let provider = configs[index];
             let source = &inner.keys[call.chain[index]];
             let built = requests[index].get_or_init(|| {
@@ -470,7 +469,7 @@ pub(super) async fn run_engine(
                     // outcome the engine could act on (fail over, call the next).
                     Err(None) => std::future::pending().await,
                 };
-                providers::exchange(provider, job, transport, &sent, timeout, attempt_timeout).await
+                providers::exchange(provider, job, transport, &sent, bounds).await
             }
         },
     );

@@ -60,7 +60,7 @@ impl NativeMockServer {
         self.server.url()
     }
 
-    #[pyo3(signature = (status, headers, body, sse, delay, fault, chunks=None))]
+    #[pyo3(signature = (status, headers, body, sse, delay, fault, chunks=None, interval=0.0))]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of MockServer.push
     fn push(
         &self,
@@ -71,9 +71,13 @@ impl NativeMockServer {
         delay: f64,
         fault: Option<&str>,
         chunks: Option<Vec<Vec<u8>>>,
+        interval: f64,
     ) -> PyResult<()> {
         let delay = crate::engine::hints::secs(delay).ok_or_else(|| {
             PyValueError::new_err("delay must be a finite number of seconds >= 0")
+        })?;
+        let interval = crate::engine::hints::secs(interval).ok_or_else(|| {
+            PyValueError::new_err("interval must be a finite number of seconds >= 0")
         })?;
         let mut response = ScriptedResponse::new(status_code(status)?);
         response.headers = headers;
@@ -81,6 +85,7 @@ impl NativeMockServer {
         response.sse = sse;
         response.chunks = chunks;
         response.delay = delay.min(Duration::from_secs(3600));
+        response.interval = interval.min(Duration::from_secs(3600));
         response.fault = parse_fault(fault)?;
         self.server
             .push(response)

@@ -67,6 +67,9 @@ pub struct ScriptedResponse {
     pub chunks: Option<Vec<Vec<u8>>>,
     /// Real time to wait before sending anything.
     pub delay: Duration,
+    /// Real time between one event (or piece) of a stream and the next: a
+    /// server that keeps a connection alive for a while.
+    pub interval: Duration,
     /// Optional fault injection.
     pub fault: Option<Fault>,
 }
@@ -81,6 +84,7 @@ impl ScriptedResponse {
             sse: None,
             chunks: None,
             delay: Duration::ZERO,
+            interval: Duration::ZERO,
             fault: None,
         }
     }

@@ -150,7 +150,9 @@ async fn respond(
         if !is_head {
             let limit = cut.or(stall).unwrap_or(usize::MAX);
             for (i, piece) in pieces.iter().take(limit).enumerate() {
-                if raw && i > 0 {
+                if i > 0 && !response.interval.is_zero() {
+                    tokio::time::sleep(response.interval).await;
+                } else if raw && i > 0 {
                     // Apart in time, so each is a read of its own.
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
