@@ -59,6 +59,7 @@ def redis_url() -> Iterator[str]:
 
 
 def _redis_server() -> Iterator[str]:
+    import re
     import shutil
     import socket
     import subprocess
@@ -70,8 +71,13 @@ def _redis_server() -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    if re.search(r"v=([7-9]|\d\d)\.", version):
+        # The stall tests freeze it with DEBUG SLEEP, refused by default since Redis 7.
+        args += ["--enable-debug-command", "local"]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        args,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -274,6 +274,30 @@ def test_a_brief_redis_stall_does_not_slow_later_calls(
     assert [t for t in took if t >= 0.2] == [], took
 
 
+def test_the_first_read_of_a_frozen_redis_counts_against_the_deadline(
+    redis_url: str, mock_server: MockServer
+) -> None:
+    """A fresh client waits for the fleet's state within the state timeout (3 s here), but
+    never past the call's deadline (0.3 s): the wait is the call's, and counts."""
+    stall = subprocess.Popen(
+        ["redis-cli", "-p", redis_url.rsplit(":", 1)[1], "debug", "sleep", "3.5"]
+    )
+    try:
+        time.sleep(0.2)  # the stall has begun
+        client = failover.Client(
+            {"a": openai(mock_server)},
+            state=failover.RedisState(redis_url, prefix=prefix(), timeout=3.0),
+        )
+        started = time.perf_counter()
+        with pytest.raises(failover.DeadlineExceeded):
+            client.prompt("Hi", deadline=0.3)
+        # The failure mode is the state timeout, 3 s: a bound with a wide margin.
+        assert time.perf_counter() - started < 2.0
+        assert mock_server.requests == []
+    finally:
+        stall.wait(10)
+
+
 def test_databases_do_not_share_cooldowns(
     redis_url: str, mock_server: MockServer, backup_server: MockServer
 ) -> None:

@@ -33,6 +33,9 @@ pub struct CallSpec<'a> {
     pub attempt_timeout: Duration,
     /// The longest the whole call may take: attempts, waits and failovers.
     pub deadline: Option<Duration>,
+    /// Time the call spent before this run began (a fleet-wide state's
+    /// first read), counted against the deadline.
+    pub spent: Duration,
     /// What calls share (cooldowns, the retry budget); `None`: nothing.
     pub state: Option<&'a dyn SharedState>,
 }
@@ -241,7 +244,7 @@ where
     let mut resume = resume;
     let remaining = |clock: &dyn Clock| {
         spec.deadline
-            .map(|d| d.saturating_sub(clock.now().saturating_sub(start)))
+            .map(|d| d.saturating_sub(clock.now().saturating_sub(start) + spec.spent))
     };
     let mut attempts = Vec::new();
     let mut last: Option<ProviderFailure> = None;
@@ -573,6 +576,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: Duration::from_secs(60),
             deadline,
+            spent: Duration::ZERO,
             state: None,
         };
         let result = futures_util::FutureExt::now_or_never(run(
@@ -721,6 +725,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: secs(60.0),
             deadline: None,
+            spent: Duration::ZERO,
             state: None,
         };
         let mut called = Vec::new();
@@ -961,6 +966,43 @@ mod tests {
     }
 
     #[test]
+    fn time_spent_before_the_run_counts_against_the_deadline() {
+        let clock = ManualClock::new();
+        let slots = slots(1);
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: secs(60.0),
+            deadline: Some(secs(5.0)),
+            spent: secs(4.0),
+            state: None,
+        };
+        let mut seen = Vec::new();
+        let result = futures_util::FutureExt::now_or_never(run(
+            &spec,
+            &clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |_, bounds| {
+                seen.push(bounds);
+                async { Ok("x") }
+            },
+        ))
+        .unwrap();
+        assert!(result.is_ok());
+        let left = Some(secs(1.0));
+        assert_eq!(
+            seen,
+            vec![AttemptBounds {
+                timeout: secs(1.0),
+                left
+            }]
+        );
+    }
+
+    #[test]
     fn no_time_left_to_start_an_attempt() {
         let clock = ManualClock::new();
         let slots = slots(2);
@@ -971,6 +1013,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: secs(60.0),
             deadline: Some(secs(1.0)),
+            spent: Duration::ZERO,
             state: None,
         };
         let mut calls = 0;
@@ -1074,6 +1117,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: Duration::from_secs(60),
             deadline: None,
+            spent: Duration::ZERO,
             state: None,
         };
         let broken = |kind, retries_done| Resume {
@@ -1163,6 +1207,7 @@ mod tests {
                 policy,
                 attempt_timeout: Duration::from_secs(60),
                 deadline: None,
+                spent: Duration::ZERO,
                 state: Some(&self.state),
             };
             let script = Mutex::new(VecDeque::from(script));

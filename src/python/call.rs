@@ -364,6 +364,14 @@ pub(super) async fn run_engine(
     call_id: &str,
     resume: Option<engine::Resume>,
 ) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
+    // A fleet-wide state's first read, bounded by its timeout and by the
+    // deadline, which counts it: the call began before it.
+    let began = engine::Clock::now(&call.clock);
+    match call.deadline {
+        Some(deadline) => drop(tokio::time::timeout(deadline, inner.state.settle()).await),
+        None => inner.state.settle().await,
+    }
+    let spent = engine::Clock::now(&call.clock).saturating_sub(began);
     let job = &call.job;
     let unable: Vec<Option<String>> = configs
         .iter()
@@ -390,6 +398,7 @@ pub(super) async fn run_engine(
         policy: &call.policy,
         attempt_timeout: call.timeout,
         deadline: call.deadline,
+        spent,
         state: Some(&*inner.state),
     };
     let events = &call.events;
@@ -473,8 +482,6 @@ pub(super) async fn run_engine(
             }
         },
     );
-    // A fleet-wide state's first read, bounded by its timeout.
-    inner.state.settle().await;
     let interrupted = &mut call.interrupted;
     // A call ended by an error from Python code it ran (a key callable that
     // gave no key) fails like any call: its CallFailed event goes out. A
