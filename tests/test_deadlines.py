@@ -253,3 +253,24 @@ def test_a_stream_whose_keep_alives_stop_in_time_fails_over_within_the_deadline(
             ("backup", None),
         ]
         assert backup.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_slow_key_callable_counts_against_the_deadline() -> None:
+    """A key callable cannot be cut short, but the attempt after it gets only the time left:
+    a 2.5 s token fetch under a 2 s deadline ends the call when the fetch returns, instead of
+    starting an attempt with the 2 s it had before the fetch."""
+
+    def slow_key() -> str:
+        time.sleep(2.5)  # a token endpoint that hangs; no retry is being timed
+        return KEY
+
+    with MockServer() as server:
+        server.push_text("late", wire="openai", delay=10.0)
+        client = failover.Client(
+            {"p": failover.OpenAICompatible(model="m", base_url=server.url, api_key=slow_key)}
+        )
+        started = time.monotonic()
+        with pytest.raises(failover.DeadlineExceeded):
+            client.prompt("Hi", deadline=2.0)
+        # Without the rule: 2.5 s of fetch, then 2 s of attempt. A bound, not a timing.
+        assert time.monotonic() - started < 4.0

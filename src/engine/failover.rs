@@ -54,6 +54,23 @@ pub struct AttemptBounds {
     pub left: Option<Duration>,
 }
 
+impl AttemptBounds {
+    /// The bounds left once `spent` has gone by (on the attempt's own
+    /// preparation, such as fetching its key).
+    pub fn after(self, spent: Duration) -> Self {
+        match self.left {
+            Some(left) => {
+                let left = left.saturating_sub(spent);
+                Self {
+                    timeout: self.timeout.min(left),
+                    left: Some(left),
+                }
+            }
+            None => self,
+        }
+    }
+}
+
 /// One HTTP attempt (or one provider skipped), for `.attempts`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttemptRecord {
@@ -963,6 +980,42 @@ mod tests {
             assert_eq!(o.result.unwrap().provider, 1);
             assert_eq!(failed_over(&o.events), vec![(0, 1)]);
         }
+    }
+
+    #[test]
+    fn an_attempts_preparation_comes_out_of_its_bounds() {
+        let bounds = AttemptBounds {
+            timeout: secs(2.0),
+            left: Some(secs(3.0)),
+        };
+        let after = |spent| bounds.after(secs(spent));
+        assert_eq!(
+            after(0.5),
+            AttemptBounds {
+                timeout: secs(2.0),
+                left: Some(secs(2.5))
+            }
+        );
+        assert_eq!(
+            after(2.0),
+            AttemptBounds {
+                timeout: secs(1.0),
+                left: Some(secs(1.0))
+            }
+        );
+        assert_eq!(
+            after(9.0),
+            AttemptBounds {
+                timeout: secs(0.0),
+                left: Some(secs(0.0))
+            }
+        );
+        // Without a deadline, only the provider's own timeout bounds it.
+        let free = AttemptBounds {
+            timeout: secs(2.0),
+            left: None,
+        };
+        assert_eq!(free.after(secs(9.0)), free);
     }
 
     #[test]

@@ -429,6 +429,7 @@ pub(super) async fn run_engine(
         &mut unit,
         &mut on_event,
         |index, bounds| {
+            let asked = std::time::Instant::now();
             let provider = configs[index];
             let source = &inner.keys[call.chain[index]];
             let built = requests[index].get_or_init(|| {
@@ -470,6 +471,9 @@ pub(super) async fn run_engine(
                 }
                 sent
             });
+            // A key callable runs before the attempt and cannot be cut
+            // short: the time it took is the attempt's.
+            let bounds = bounds.after(asked.elapsed());
             async move {
                 let sent = match sent {
                     Ok(sent) => sent,
