@@ -369,6 +369,11 @@ pub(super) async fn run_engine(
         .iter()
         .map(|c| providers::unable_for(c, job))
         .collect();
+    for (config, _) in configs.iter().zip(&unable).filter(|(_, why)| why.is_none()) {
+        if let Some(note) = providers::dropped_hints(config, job) {
+            Python::attach(|py| call.events.send_debug(py, call_id, &note));
+        }
+    }
     let state_keys: Vec<String> = call
         .chain
         .iter()
