@@ -130,6 +130,57 @@ def test_keys_never_leak_into_reprs_errors_events_or_logs(mock_server, caplog):
         assert KEY not in (text or ""), text
 
 
+def test_an_echo_of_the_key_cut_short_is_redacted_too(mock_server, caplog):
+    key = "sk-proj-cut-short-echo-0123456789x"  # 34 characters
+    echo = {"error": {"message": f"Incorrect API key provided: {key[:30]}", "code": "bad_key"}}
+    mock_server.push(401, json=echo)
+    events: list[object] = []
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=key)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+
+    texts = [str(info.value), repr(info.value), info.value.body]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    assert [type(e).__name__ for e in events] == ["CallFailed"]
+    assert "Incorrect API key provided: <redacted>" in str(info.value)
+    for text in texts:
+        # No run of 16 or more of the key's leading characters is left.
+        assert key[:16] not in (text or ""), text
+
+
+def test_a_key_callables_exception_is_the_cause_and_its_text_is_never_copied(
+    mock_server, caplog, call
+):
+    class TokenFetchError(Exception):
+        pass
+
+    def token() -> str:
+        raise TokenFetchError("refresh failed for client secret HUNTER2-SECRET")
+
+    events: list[object] = []
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=token)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        call(client)
+
+    assert isinstance(info.value.__cause__, TokenFetchError), "the exception, kept whole"
+    assert "HUNTER2-SECRET" in str(info.value.__cause__)
+    assert "raised test_client.TokenFetchError" in str(info.value)
+    [failed] = events
+    assert isinstance(failed, failover.CallFailed) and failed.error is info.value
+    texts = [str(info.value), repr(info.value), repr(failed), str(info.value.attempts)]
+    texts += [r.getMessage() for r in caplog.records]
+    assert any("call failed" in r.getMessage() for r in caplog.records)
+    for text in texts:
+        assert "HUNTER2-SECRET" not in text and "refresh failed" not in text, text
+    assert mock_server.requests == []
+
+
 def test_events_share_a_call_id_and_are_logged(mock_server, backup_server, caplog):
     mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})
     mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})

@@ -673,3 +673,70 @@ def test_a_failed_tool_result_and_forced_tools_with_thinking_on_anthropic(mock_s
     assert_anthropic_valid(sent)
     assert sent["messages"][2]["content"][0]["is_error"] is True
     assert "thinking" not in sent, "thinking may not be on while a tool is forced"
+
+
+@pytest.mark.parametrize(
+    "thinking", [{"type": "enabled", "budget_tokens": 2048}, {"type": "adaptive"}]
+)
+def test_thinking_drops_the_sampling_hints_anthropic_refuses_beside_it(
+    mock_server, call, caplog, thinking
+):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="failover")
+    client = failover.Client({"claude": anthropic(mock_server, params={"thinking": thinking})})
+    cases = [
+        # (temperature, top_p) given -> what is sent
+        ((0.2, None), {}),
+        ((None, 0.5), {}),
+        ((0.2, 0.97), {"top_p": 0.97}),  # a top_p thinking takes then goes alone
+        ((1.0, None), {"temperature": 1.0}),  # the one temperature it takes
+        ((None, 0.95), {"top_p": 0.95}),
+    ]
+    for (temperature, top_p), expected in cases:
+        mock_server.push_text("ok", wire="anthropic")
+        assert call(client, temperature=temperature, top_p=top_p).text == "ok"
+        sent = mock_server.requests[-1].json
+        assert sent["thinking"] == thinking
+        hints = {k: sent[k] for k in ("temperature", "top_p") if k in sent}
+        assert hints == expected, (temperature, top_p)
+    records = [r for r in caplog.records if " not sent: " in r.getMessage()]
+    assert all(r.levelno == logging.DEBUG for r in records)
+    notes = [r.getMessage() for r in records]
+    # One note per call that dropped something, naming what (none for what was sent).
+    dropped = [n.split(" not sent: ")[0] for n in notes]
+    assert dropped == ["claude: temperature=0.2", "claude: top_p=0.5", "claude: temperature=0.2"]
+    assert "while thinking is on" in notes[0]
+
+
+def test_without_thinking_anthropic_gets_the_temperature(mock_server):
+    mock_server.push_text("ok", wire="anthropic")
+    disabled = anthropic(mock_server, params={"thinking": {"type": "disabled"}})
+    failover.Client({"claude": disabled}).prompt("Hi", temperature=0.2)
+    assert mock_server.requests[0].json["temperature"] == 0.2
+
+
+def test_a_prefill_skips_anthropic_while_thinking_is_on(mock_server, backup_server, call):
+    backup_server.push_text("Paris.")
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    client = failover.Client(
+        {"claude": anthropic(mock_server, params=thinking), "gpt": openai(backup_server)}
+    )
+    prefill = [
+        {"role": "user", "content": "The capital of France?"},
+        {"role": "assistant", "content": "The capital is"},
+    ]
+    r = call(client, prefill)
+    assert r.provider == "gpt" and mock_server.requests == []
+    skipped = r.attempts[0]
+    assert skipped.provider == "claude" and skipped.status is None
+    assert "prefill" in (skipped.skipped or "") and "thinking" in (skipped.skipped or "")
+    # Alone, it is refused before anything is sent, with the reason.
+    with pytest.raises(failover.ConfigurationError, match="prefill"):
+        failover.Client({"claude": anthropic(mock_server, params=thinking)}).prompt(prefill)
+    # A forced tool leaves thinking off: the prefill is sent then.
+    mock_server.push_text(" Paris.", wire="anthropic")
+    only = failover.Client({"claude": anthropic(mock_server, params=thinking)})
+    only.prompt(prefill, tools=[WEATHER], tool_choice="required")
+    sent = mock_server.requests[0].json
+    assert "thinking" not in sent and sent["messages"][-1]["role"] == "assistant"

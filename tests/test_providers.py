@@ -591,6 +591,13 @@ def test_embed_checks_its_options_and_the_chain(mock_server: MockServer) -> None
             client.embed(texts)  # type: ignore[arg-type]
     with pytest.raises(failover.ConfigurationError, match="dimensions"):
         client.embed("x", dimensions=0)
+    # Nothing to embed is refused, as prompt("") is: empty or only whitespace.
+    with pytest.raises(failover.ConfigurationError, match="nothing to embed: the text is empty"):
+        client.embed("")
+    with pytest.raises(failover.ConfigurationError, match=r"nothing to embed: texts\[1\] is empty"):
+        client.embed(["a", " \n"])
+    with pytest.raises(failover.ConfigurationError, match="nothing to answer"):
+        client.prompt(" ")
     with pytest.raises(failover.ConfigurationError, match="model="):
         client.embed("x", model="m")
     with pytest.raises(failover.ConfigurationError, match="no embeddings API"):

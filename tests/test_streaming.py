@@ -719,3 +719,31 @@ def test_close_ends_the_stream_and_reads_after_it_stop(mock_server: MockServer) 
     assert next(stream).text == "a"
     stream.close()
     assert list(stream) == []
+
+
+def test_an_async_stream_read_in_another_event_loop_says_so(
+    mock_server: MockServer, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    client = failover.Client({"o": openai(mock_server)})
+
+    async def make() -> failover.AsyncStream:
+        return client.stream_async("Hi")
+
+    stream = asyncio.run(make())
+
+    async def read() -> list[failover.Chunk]:
+        return [c async for c in stream]
+
+    with pytest.raises(failover.FailoverError, match="another event loop"):
+        asyncio.run(read())
+    assert mock_server.requests == [], "nothing was sent"
+    import gc
+
+    gc.collect()
+    assert unraisable == []
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

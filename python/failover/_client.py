@@ -874,6 +874,7 @@ class Client:
         is_async: bool,
         idempotency_key: Optional[str] = None,
     ) -> EmbedArgs:
+        one = isinstance(texts, str)
         if isinstance(texts, str):
             texts = [texts]
         if not isinstance(texts, (list, tuple)):
@@ -884,6 +885,13 @@ class Client:
             if not isinstance(text, str):
                 raise ConfigurationError(
                     f"embed() takes a str or a list of str; texts[{i}] is a {type(text).__name__}"
+                )
+            # As prompt() refuses a conversation with nothing to answer: a
+            # provider would refuse it, or embed nothing.
+            if not text.strip():
+                which = "the text" if one else f"texts[{i}]"
+                raise ConfigurationError(
+                    f"embed() has nothing to embed: {which} is empty (or only whitespace)"
                 )
         if not texts:
             raise ConfigurationError("embed() needs at least one text")

@@ -120,6 +120,9 @@ def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], N
         if kind == "Notice":
             logger.warning("%s", fields["text"])
             return
+        if kind == "Debug":
+            logger.debug("%s [call %s]", fields["text"], fields["call_id"])
+            return
         if kind == "Skipped":
             # Logged only: a skip is no event.
             logger.info(

@@ -3,7 +3,9 @@
 use serde_json::{json, Map, Value};
 
 use super::{u64_at, ChatRequest, ChatResponse, Usage};
-use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use crate::conversation::{
+    self, data_url, Message, Part, ResponseFormat, Role, ToolCall, ToolChoice,
+};
 use crate::stream::{Delta, Frame, StreamError};
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
@@ -13,7 +15,8 @@ pub const API_VERSION: &str = "2023-06-01";
 /// The endpoint path, the body and the wire's own headers.
 type Parts = (String, Value, Vec<(String, String)>);
 
-pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
+/// `params`: the provider's, where thinking may be turned on (see [`thinking`]).
+pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) -> Parts {
     // System prompts travel beside the messages, not among them.
     let mut system: Vec<String> = request.system.iter().cloned().collect();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(request.messages.len());
@@ -106,7 +109,8 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
         body.insert("system".into(), Value::from(system.join("\n\n")));
     }
     body.insert("messages".into(), Value::Array(messages));
-    if let Some(t) = request.temperature {
+    let hints = sampling_hints(request, thinking(params, request));
+    if let Some(t) = hints.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
     if stub_tools {
@@ -156,9 +160,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     if !request.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(request.stop));
     }
-    // Newer Claude models refuse temperature and top_p together: top_p is a
-    // droppable hint, temperature the caller's explicit choice.
-    if let Some(top_p) = request.top_p.filter(|_| request.temperature.is_none()) {
+    if let Some(top_p) = hints.top_p {
         body.insert("top_p".into(), Value::from(top_p));
     }
     // `seed`: Anthropic has none, and a hint is never sent under another name.
@@ -166,50 +168,173 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
     ("/messages".into(), Value::Object(body), headers)
 }
 
-/// Why the Messages API cannot take this call, if it cannot.
-pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+/// Why the Messages API cannot take this call, if it cannot (`params`:
+/// the provider's).
+pub(super) fn unable(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
     let first = request
         .messages
         .iter()
         .find(|m| !matches!(m.role, Role::System | Role::Developer));
     match first.map(|m| m.role) {
         None => Some("Anthropic needs a user message, not only system messages".into()),
+        Some(Role::User)
+            if thinking(params, request) == Thinking::On && ends_in_prefill(request) =>
+        {
+            Some(
+                "Anthropic takes no final assistant message to continue (a prefill) while \
+                 thinking is on (its params)"
+                    .into(),
+            )
+        }
         Some(Role::User) => None,
         Some(_) => Some("Anthropic needs the conversation to start with a user message".into()),
     }
 }
 
-/// After `params` are merged: Anthropic with thinking on requires the last
-/// assistant turn that called tools to start with its signed thinking
-/// block. A turn another provider wrote (a failover mid-loop) has none, so
-/// thinking is left off for this request rather than the call refused.
-pub(super) fn reconcile_thinking(body: &mut Map<String, Value>, request: &ChatRequest) {
-    if !body.contains_key("thinking") {
-        return;
+/// What the provider's `params` make of thinking for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Thinking {
+    /// Not asked for (no `thinking`, or `{"type": "disabled"}`).
+    Off,
+    /// Asked for, but left off for this request (see [`thinking`]).
+    LeftOff,
+    /// On: what Anthropic refuses beside it is not sent (see [`sampling_hints`]).
+    On,
+}
+
+/// Anthropic's rules for thinking, in one place. Thinking is asked for by
+/// `params` (`{"type": "enabled", ...}` or `{"type": "adaptive"}`). It is
+/// left off for a request where Anthropic would refuse it: beside a
+/// `tool_choice` that forces a tool (the caller's explicit choice for this
+/// call wins over the provider's standing params), and after a tool turn
+/// without its signed thinking block (Anthropic requires the last assistant
+/// turn that called tools to start with one; a turn another provider wrote,
+/// as after a failover mid-loop, has none). Where it stays on, the sampling
+/// hints it refuses are dropped ([`sampling_hints`]) and a prefill cannot
+/// be sent ([`unable`] skips the provider).
+fn thinking(params: Option<&Value>, request: &ChatRequest) -> Thinking {
+    let asked = params
+        .and_then(|p| p.pointer("/thinking/type"))
+        .and_then(Value::as_str)
+        .is_some_and(|kind| matches!(kind, "enabled" | "adaptive"));
+    if !asked {
+        return Thinking::Off;
     }
-    // Thinking may not be on while tool_choice forces a tool: the caller's
-    // explicit choice for this call wins over the provider's standing params.
-    if matches!(
+    let forced_tool = matches!(
         request.tool_choice,
         Some(ToolChoice::Required | ToolChoice::Named(_))
-    ) && !request.tools.is_empty()
-    {
-        body.remove("thinking");
-        return;
-    }
+    ) && !request.tools.is_empty();
     let last_tool_turn = request
         .messages
         .iter()
         .rev()
         .find(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
-    let signed = |m: &&crate::conversation::Message| {
-        m.provider_data
-            .as_ref()
-            .and_then(|d| d.pointer("/anthropic/blocks"))
-            .and_then(Value::as_array)
-            .is_some_and(|b| !b.is_empty())
+    let unsigned = last_tool_turn.is_some_and(|m| !has_thinking_blocks(m));
+    if forced_tool || unsigned {
+        Thinking::LeftOff
+    } else {
+        Thinking::On
+    }
+}
+
+/// The sampling hints a request carries to Anthropic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct SamplingHints {
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+}
+
+/// The call's `temperature` and `top_p` as Anthropic takes them. Newer
+/// Claude models refuse the two together: `top_p` is a droppable hint,
+/// `temperature` the caller's explicit choice. With thinking on, what it
+/// refuses ([`thinking_takes`]) is dropped, and a `top_p` it takes then
+/// goes alone.
+fn sampling_hints(request: &ChatRequest, thinking: Thinking) -> SamplingHints {
+    let on = thinking == Thinking::On;
+    let temperature = request
+        .temperature
+        .filter(|&t| !on || thinking_takes("temperature", t));
+    let top_p = request
+        .top_p
+        .filter(|&p| !on || thinking_takes("top_p", p))
+        .filter(|_| temperature.is_none());
+    SamplingHints { temperature, top_p }
+}
+
+/// Whether Anthropic takes this value of a sampling hint while thinking:
+/// a temperature of 1 only, a `top_p` from 0.95 to 1 (its documented
+/// feature compatibility; `top_k`, which no call sets, not at all).
+fn thinking_takes(hint: &str, value: f64) -> bool {
+    match hint {
+        "temperature" => value == 1.0,
+        "top_p" => value >= 0.95,
+        _ => false,
+    }
+}
+
+/// The call's hints thinking keeps from Anthropic, said for the DEBUG log
+/// (`None` when it drops none).
+pub(super) fn refused_with_thinking(
+    request: &ChatRequest,
+    params: Option<&Value>,
+) -> Option<String> {
+    if thinking(params, request) != Thinking::On {
+        return None;
+    }
+    let dropped: Vec<String> = [
+        ("temperature", request.temperature),
+        ("top_p", request.top_p),
+    ]
+    .into_iter()
+    .filter_map(|(hint, value)| Some((hint, value?)))
+    .filter(|&(hint, value)| !thinking_takes(hint, value))
+    .map(|(hint, value)| format!("{hint}={value}"))
+    .collect();
+    (!dropped.is_empty()).then(|| {
+        format!(
+            "{} not sent: Anthropic takes only temperature=1 and top_p from 0.95 to 1 \
+             while thinking is on (its params)",
+            dropped.join(" and ")
+        )
+    })
+}
+
+/// Whether the conversation ends in an assistant turn Anthropic is to
+/// continue (a prefill): its last message with something to send.
+fn ends_in_prefill(request: &ChatRequest) -> bool {
+    let sends_something = |m: &&Message| {
+        m.role == Role::Tool
+            || !m.tool_calls.is_empty()
+            || !parts(&m.parts).is_empty()
+            || has_thinking_blocks(m)
     };
-    if last_tool_turn.is_some_and(|m| !signed(&m)) {
+    request
+        .messages
+        .iter()
+        .rev()
+        .filter(|m| !matches!(m.role, Role::System | Role::Developer))
+        .find(sends_something)
+        .is_some_and(|m| m.role == Role::Assistant)
+}
+
+/// Whether an assistant message carries the signed thinking blocks
+/// Anthropic wrote (its `provider_data`).
+fn has_thinking_blocks(m: &Message) -> bool {
+    m.provider_data
+        .as_ref()
+        .and_then(|d| d.pointer("/anthropic/blocks"))
+        .and_then(Value::as_array)
+        .is_some_and(|b| !b.is_empty())
+}
+
+/// After `params` are merged: thinking left off for this request (see
+/// [`thinking`]) is taken out of the body.
+pub(super) fn reconcile_thinking(
+    body: &mut Map<String, Value>,
+    request: &ChatRequest,
+    params: Option<&Value>,
+) {
+    if thinking(params, request) == Thinking::LeftOff {
         body.remove("thinking");
     }
 }
@@ -497,6 +622,72 @@ mod tests {
     use super::super::tests::provider;
     use super::super::*;
     use serde_json::json;
+
+    #[test]
+    fn thinking_drops_the_hints_it_refuses_and_skips_a_prefill() {
+        let sent = |kind: &str, temperature: Option<f64>, top_p: Option<f64>| {
+            let mut p = provider(Wire::Anthropic);
+            p.params = Some(json!({"thinking": {"type": kind, "budget_tokens": 2048}}));
+            let req = ChatRequest {
+                messages: super::super::tests::messages(json!([{"role": "user", "content": "Hi"}])),
+                temperature,
+                top_p,
+                ..ChatRequest::default()
+            };
+            let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
+            let hints = (body.get("temperature").cloned(), body.get("top_p").cloned());
+            (hints, dropped_hints(&p, &Job::Chat(req)))
+        };
+        for kind in ["enabled", "adaptive"] {
+            let ((t, p), note) = sent(kind, Some(0.2), Some(0.5));
+            assert_eq!((t, p), (None, None), "{kind}");
+            let note = note.unwrap();
+            assert!(
+                note.starts_with("p: temperature=0.2 and top_p=0.5 not sent"),
+                "{note}"
+            );
+            let ((t, p), note) = sent(kind, Some(0.2), Some(0.97));
+            assert_eq!(
+                (t, p),
+                (None, Some(json!(0.97))),
+                "a top_p it takes goes alone"
+            );
+            assert!(note.unwrap().contains("temperature=0.2 not sent"));
+            let ((t, p), note) = sent(kind, Some(1.0), None);
+            assert_eq!((t, p, note), (Some(json!(1.0)), None, None), "1 is allowed");
+            let ((t, p), note) = sent(kind, None, Some(0.95));
+            assert_eq!((t, p, note), (None, Some(json!(0.95)), None));
+        }
+        let ((t, p), note) = sent("disabled", Some(0.2), None);
+        assert_eq!((t, p, note), (Some(json!(0.2)), None, None));
+
+        let mut p = provider(Wire::Anthropic);
+        p.params = Some(json!({"thinking": {"type": "adaptive"}}));
+        let prefill = ChatRequest {
+            messages: super::super::tests::messages(json!([
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello"},
+            ])),
+            ..ChatRequest::default()
+        };
+        let why = unable(&p, &prefill).unwrap();
+        assert!(
+            why.starts_with("p cannot serve this call: Anthropic takes no final assistant message"),
+            "{why}"
+        );
+        let mut empty_end = prefill.clone();
+        empty_end.messages = super::super::tests::messages(json!([
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": " "},
+        ]));
+        assert_eq!(
+            unable(&p, &empty_end),
+            None,
+            "a blank turn is not sent: no prefill"
+        );
+        p.params = None;
+        assert_eq!(unable(&p, &prefill), None);
+    }
 
     #[test]
     fn request_body_headers_and_system() {

@@ -245,6 +245,20 @@ pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
     }
 }
 
+/// The call's hints `provider` is not sent although its wire has them (a
+/// combination it refuses), said for the DEBUG log: `None` when none is
+/// dropped. A hint the wire lacks altogether (`seed` on Anthropic) is
+/// noted by the Python client when the call is made.
+pub fn dropped_hints(provider: &ProviderConfig, job: &Job) -> Option<String> {
+    let why = match (provider.wire, job) {
+        (Wire::Anthropic, Job::Chat(request) | Job::Stream(request)) => {
+            anthropic::refused_with_thinking(request, provider.params.as_ref())
+        }
+        _ => None,
+    }?;
+    Some(format!("{}: {why}", provider.name))
+}
+
 /// The model `job` asks `provider` for (what an error about it names).
 pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
     match job {
@@ -374,14 +388,14 @@ fn chat_parts(
     let model = request.model.as_deref().unwrap_or(&provider.model);
     let (path, mut body, headers) = match provider.wire {
         Wire::OpenAI | Wire::Azure => openai::build(provider, model, request),
-        Wire::Anthropic => anthropic::build(model, request),
+        Wire::Anthropic => anthropic::build(model, request, provider.params.as_ref()),
         Wire::Gemini => gemini::build(model, request),
         Wire::Ollama => ollama::build(model, request),
     };
     if let (Some(Value::Object(params)), Value::Object(fields)) = (&provider.params, &mut body) {
         merge_params(fields, params);
         if provider.wire == Wire::Anthropic {
-            anthropic::reconcile_thinking(fields, request);
+            anthropic::reconcile_thinking(fields, request, provider.params.as_ref());
         }
     }
     (path, body, headers)
@@ -504,7 +518,7 @@ fn merge_params(body: &mut Map<String, Value>, params: &Map<String, Value>) {
 pub fn unable(provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
     let why = match provider.wire {
         Wire::OpenAI | Wire::Azure => openai::unable(provider, request),
-        Wire::Anthropic => anthropic::unable(request),
+        Wire::Anthropic => anthropic::unable(request, provider.params.as_ref()),
         Wire::Gemini => gemini::unable(request),
         Wire::Ollama => ollama::unable(request),
     }?;
@@ -1194,7 +1208,7 @@ mod tests {
         };
         req.stop = vec!["END".into()];
         req.seed = Some(7);
-        req.top_p = Some(0.9);
+        req.top_p = Some(0.97);
         let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
         assert_eq!(body["thinking"]["budget_tokens"], 1024);
         assert_eq!(
@@ -1204,7 +1218,7 @@ mod tests {
         assert_eq!(body["model"], "m-1");
         assert_eq!(body["messages"][0]["content"], "Hi");
         assert_eq!(body["stop_sequences"], serde_json::json!(["END"]));
-        assert_eq!(body["top_p"], 0.9);
+        assert_eq!(body["top_p"], 0.97, "thinking takes a top_p from 0.95 to 1");
         assert!(
             body.get("seed").is_none(),
             "Anthropic has no seed: dropped, never renamed"

@@ -230,23 +230,77 @@ pub fn redacted_body(secrets: &[String], body: &[u8]) -> (String, Option<Value>)
     }
 }
 
-/// `text` with every secret replaced by `<redacted>`.
+/// A run of at least this many leading characters of a secret is redacted
+/// too: an echo cut short (`Incorrect API key provided: sk-proj-abc…`).
+/// Shorter runs could be ordinary text (`sk-proj-` alone is no secret), so
+/// only a secret longer than this has its prefixes searched for.
+const MIN_PREFIX_LEN: usize = 16;
+
+/// `text` with every secret, and every run of at least [`MIN_PREFIX_LEN`]
+/// of its leading characters, replaced by `<redacted>`.
 pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
+    redacted(text, secrets).unwrap_or_else(|| text.to_string())
+}
+
+/// `text` redacted, or `None` when it holds no secret (nothing copied).
+fn redacted(text: &str, secrets: &[String]) -> Option<String> {
+    let mut out: Option<String> = None;
+    // Longest first (as the lists are kept): a whole value goes before any
+    // part of it, and `<redacted>` matches no later secret.
     for secret in secrets {
-        if out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), "<redacted>");
+        if let Some(replaced) = redacted_one(out.as_deref().unwrap_or(text), secret) {
+            out = Some(replaced);
         }
     }
     out
 }
 
+/// `text` with each occurrence of `secret`'s first [`MIN_PREFIX_LEN`]
+/// characters (the whole secret, when it is no longer) replaced, together
+/// with as much of the rest of the secret as follows it; `None` when there
+/// is none. One substring search per secret, as for a whole match.
+fn redacted_one(text: &str, secret: &str) -> Option<String> {
+    if secret.is_empty() {
+        return None;
+    }
+    let needle = match secret.char_indices().nth(MIN_PREFIX_LEN) {
+        Some((end, _)) => &secret[..end],
+        None => secret,
+    };
+    let mut found = text.find(needle)?;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    loop {
+        let tail = &text.as_bytes()[found..];
+        let mut len = tail
+            .iter()
+            .zip(secret.as_bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        while !text.is_char_boundary(found + len) {
+            len -= 1; // agreed only up to the middle of a character
+        }
+        out.push_str(&text[rest..found]);
+        out.push_str("<redacted>");
+        rest = found + len;
+        match text[rest..].find(needle) {
+            Some(next) => found = rest + next,
+            None => break,
+        }
+    }
+    out.push_str(&text[rest..]);
+    Some(out)
+}
+
 fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
     match value {
-        Value::String(s) if secrets.iter().any(|k| s.contains(k.as_str())) => {
-            *s = redact(s, secrets);
-            true
-        }
+        Value::String(s) => match redacted(s, secrets) {
+            Some(replaced) => {
+                *s = replaced;
+                true
+            }
+            None => false,
+        },
         Value::Array(items) => items
             .iter_mut()
             .fold(false, |hit, v| redact_json(v, secrets) | hit),
@@ -260,6 +314,35 @@ fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secrets_leading_characters_are_redacted_when_sixteen_or_more() {
+        let key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ".to_string(); // 34 characters
+        let secrets = [key.clone(), "short-12".to_string()];
+        let cut = &key[..30];
+        assert_eq!(
+            redact(&format!("bad key {cut}... and {key}!"), &secrets),
+            "bad key <redacted>... and <redacted>!"
+        );
+        // Sixteen leading characters are enough; fifteen are not.
+        assert_eq!(
+            redact(&format!("[{}]", &key[..16]), &secrets),
+            "[<redacted>]"
+        );
+        assert_eq!(redact(&key[..15], &secrets), key[..15]);
+        // Twice, back to back, and a run that leaves the secret part-way.
+        let twice = format!("{}{}", &key[..20], &key[..17]);
+        assert_eq!(redact(&twice, &secrets), "<redacted><redacted>");
+        assert_eq!(
+            redact(&format!("{}xyz", &key[..18]), &secrets),
+            "<redacted>xyz"
+        );
+        // A secret of 16 or fewer characters is found whole only.
+        assert_eq!(redact("short-12 short-1", &secrets), "<redacted> short-1");
+        // A non-ASCII secret whose echo differs inside a character.
+        let wide = vec!["ключ-секрет-длинный-é".to_string()];
+        assert_eq!(redact("ключ-секрет-длинный-è", &wide), "<redacted>è");
+    }
 
     #[test]
     fn credential_headers_are_the_documented_ones() {

@@ -71,6 +71,40 @@ pub(super) struct Call {
     /// Resolves when Python code run by the call (a sleeper, a hook, a key
     /// callable) raised something that must end it.
     pub(super) interrupted: oneshot::Receiver<PyErr>,
+    pub(super) key_errors: KeyErrors,
+}
+
+/// What each provider's key callable raised at its latest attempt (nothing
+/// once it gave a key), by the provider's place in the chain: the error the
+/// call raises for that attempt carries it as `__cause__`. Its text is not
+/// copied into the error, the log or events: the library cannot know what
+/// it holds.
+#[derive(Default)]
+pub(super) struct KeyErrors(std::sync::Mutex<Vec<Option<PyErr>>>);
+
+impl KeyErrors {
+    fn set(&self, index: usize, error: Option<PyErr>) {
+        let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.len() <= index {
+            slots.resize_with(index + 1, || None);
+        }
+        slots[index] = error;
+    }
+
+    /// The exception behind `failure`'s error, when its last attempt failed
+    /// in the key callable.
+    fn cause_of(&self, py: Python<'_>, failure: &engine::CallFailure) -> Option<Py<PyAny>> {
+        let failed = match &failure.error {
+            engine::CallError::Provider(failed) => failed,
+            engine::CallError::Deadline {
+                last: Some(failed), ..
+            } => failed,
+            _ => return None,
+        };
+        let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let error = slots.get(failed.provider)?.as_ref()?;
+        Some(error.value(py).clone().into_any().unbind())
+    }
 }
 
 /// Drives `future` to completion for a synchronous caller, with the GIL
@@ -136,15 +170,33 @@ fn callable_key(
     callable: &Py<PyAny>,
     secrets: &[String],
     interrupt: &Interrupt,
+    key_error: impl FnOnce(Option<PyErr>),
 ) -> Result<String, Option<Failure>> {
     let name = &provider.name;
     tokio::task::block_in_place(|| {
         Python::attach(|py| {
             let value = match callable.call0(py) {
-                Ok(value) => value.into_bound(py),
+                Ok(value) => {
+                    key_error(None);
+                    value.into_bound(py)
+                }
                 Err(error) if error.is_instance_of::<pyo3::exceptions::PyException>(py) => {
-                    let text = format!("{name}: the api_key callable raised {error}");
+                    // Its type only: its text may hold what the callable
+                    // read (a token, a URL with a password).
+                    let kind = error.get_type(py);
+                    let type_name = match (kind.module(), kind.name()) {
+                        (Ok(module), Ok(name)) if module != "builtins" => {
+                            format!("{module}.{name}")
+                        }
+                        (_, Ok(name)) => name.to_string(),
+                        _ => "an exception".to_string(),
+                    };
+                    let text = format!(
+                        "{name}: the api_key callable raised {type_name} (its text is left \
+                         out: it may hold a secret)"
+                    );
                     let text = providers::redact(&text, secrets);
+                    key_error(Some(error));
                     return Err(Some(Failure::without_response(ErrorKind::Auth, text)));
                 }
                 Err(error) => {
@@ -344,6 +396,19 @@ impl Call {
             Ok(error) => error,
             Err(error) => return error,
         };
+        if let Some(cause) = self.key_errors.cause_of(py, failure) {
+            // A deadline's error has the provider's as its own cause.
+            let bound = error.bind(py);
+            let target = match &failure.error {
+                engine::CallError::Deadline { .. } => bound.getattr("__cause__").ok(),
+                _ => Some(bound.clone()),
+            };
+            if let Some(target) = target.filter(|t| !t.is_none()) {
+                if let Err(e) = target.setattr("__cause__", cause) {
+                    return e;
+                }
+            }
+        }
         self.events
             .send_call_failed(py, call_id, error.bind(py), &failure.reason);
         match self.interrupted.try_recv() {
@@ -377,6 +442,11 @@ pub(super) async fn run_engine(
         .iter()
         .map(|c| providers::unable_for(c, job))
         .collect();
+    for (config, _) in configs.iter().zip(&unable).filter(|(_, why)| why.is_none()) {
+        if let Some(note) = providers::dropped_hints(config, job) {
+            Python::attach(|py| call.events.send_debug(py, call_id, &note));
+        }
+    }
     let state_keys: Vec<String> = call
         .chain
         .iter()
@@ -406,6 +476,7 @@ pub(super) async fn run_engine(
         |event: Event| Python::attach(|py| events.send_engine_event(py, &event, configs));
     let transport = &call.transport;
     let interrupt = &call.interrupt;
+    let key_errors = &call.key_errors;
     // Each provider's request is built once per run, on its first attempt;
     // a fixed key goes in then, a callable's key on every attempt.
     let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
@@ -450,7 +521,8 @@ pub(super) async fn run_engine(
                     Ok(built.clone())
                 }
                 KeySource::Callable(callable) => {
-                    callable_key(provider, callable, &built.secrets, interrupt)
+                    let key_error = |error| key_errors.set(index, error);
+                    callable_key(provider, callable, &built.secrets, interrupt, key_error)
                         .map(|key| providers::authorize(provider, built, Some(&key)))
                 }
             };

@@ -428,6 +428,7 @@ impl NativeClient {
             interrupted,
             idempotency_key: args.idempotency_key,
             _reservations: args.reservations,
+            key_errors: Default::default(),
         })
     }
 }

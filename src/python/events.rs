@@ -121,6 +121,18 @@ impl EventTarget {
         }
     }
 
+    /// A note for the DEBUG log only (a hint a provider is not sent).
+    pub fn send_debug(&self, py: Python<'_>, call_id: &str, text: &str) {
+        let fields = PyDict::new(py);
+        let built = fields
+            .set_item("call_id", call_id)
+            .and_then(|_| fields.set_item("text", text));
+        match built {
+            Ok(()) => self.send(py, "Debug", fields.into_any()),
+            Err(e) => e.write_unraisable(py, None),
+        }
+    }
+
     /// `CallFailed`, once, when a call ends in `error`.
     pub fn send_call_failed(
         &self,

@@ -515,6 +515,15 @@ impl NativeStream {
             Some(locals) => locals.clone(),
             None => pyo3_async_runtimes::tokio::get_current_locals(py)?,
         };
+        // The call's events, sleeps and reads belong to the loop that made
+        // the stream: read in another (a second `asyncio.run`), its future
+        // would be refused there and its result sent to a closed loop.
+        if !pyo3_async_runtimes::get_running_loop(py)?.is(locals.event_loop(py)) {
+            return Err(super::errors::failover_error(
+                "this stream was made by stream_async() in another event loop: read it in the \
+                 loop that made it (or make it again in this one)",
+            ));
+        }
         // Counted like an async call's future, so that an exit right after
         // the last read waits for its hand-over (see `runtime::quiesce`).
         let in_flight = runtime::AsyncCallGuard::new();
