@@ -358,7 +358,7 @@ where
             continue;
         }
         if let Some(passed) = &passed[index] {
-            pass_over(&mut attempts, on_event, index, passed.why(started_at));
+            pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
             continue;
         }
         // Half-open (its cooldown ended, no success since): this call probes
@@ -378,7 +378,7 @@ where
                         token,
                     }),
                     None if next_able(index + 1).is_some() => {
-                        let why = Passed::Probed(ended).why(started_at);
+                        let why = Passed::Probed(ended).why(clock.wall());
                         pass_over(&mut attempts, on_event, index, why);
                         continue;
                     }
@@ -569,7 +569,7 @@ where
                     if let Some(why) = spec.providers[later].unable {
                         attempts.push(AttemptRecord::skipped(later, why));
                     } else if let Some(passed) = &passed[later] {
-                        pass_over(&mut attempts, on_event, later, passed.why(started_at));
+                        pass_over(&mut attempts, on_event, later, passed.why(clock.wall()));
                     }
                 }
                 format!("{reason}; no provider left to fail over to")
@@ -1390,10 +1390,11 @@ mod tests {
         assert_eq!(recorded.len(), 4);
         assert_eq!(&recorded[..3], &[(0, None), (0, None), (0, None)]);
         assert_eq!(recorded[3].0, 1);
-        assert!(recorded[3]
-            .1
-            .unwrap()
-            .starts_with("cooling down for 120.0s more"));
+        // Its time left as the call ended, after p0's backoffs (0.5 s, 1 s).
+        assert_eq!(
+            recorded[3].1,
+            Some("cooling down for 118.5s more: it asked for 120s")
+        );
         // A provider after the one that answered was not passed over.
         let (_, result) = shared.call(&policy, vec![Ok("a")]);
         assert_eq!(skips(&result.unwrap().attempts), vec![(0, None)]);

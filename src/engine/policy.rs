@@ -169,7 +169,8 @@ pub enum Decision {
     Retry(Duration),
     /// Stop trying this provider. With `fail_over`, the next provider (if
     /// any) is tried; otherwise the error is raised. `cooldown` is how long
-    /// the provider asked to be left alone, when it said so.
+    /// the provider asked to be left alone, when it said so (it cools for
+    /// that long up to [`RetryPolicy::max_hinted_cooldown`]).
     GiveUp {
         fail_over: bool,
         cooldown: Option<Duration>,
