@@ -644,3 +644,31 @@ def test_the_cooldown_caps_are_checked_and_shown() -> None:
         failover.RetryPolicy.ruby_llm(),
     ]:
         assert (preset.max_cooldown, preset.max_hinted_cooldown) == (30.0, 3600.0)
+
+
+def test_a_cancelled_probe_gives_the_probe_back(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    sleeper = FakeSleeper()
+    client = two(
+        mock_server, backup_server, sleeper=sleeper, retry=failover.RetryPolicy(max_retries=0)
+    )
+    mock_server.push(503, json=SLOW)
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    sleeper.advance(5)
+    # The probe never gets an answer, and its task is cancelled.
+    mock_server.push(fault="hang")
+
+    async def cancelled() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(client.prompt_async("Hi"), 0.3)
+        # The runtime drops the cancelled call's future on its own threads,
+        # within microseconds: a wide margin for that, not a wait on a retry.
+        await asyncio.sleep(0.3)
+
+    asyncio.run(cancelled())
+    # The next call probes a itself, instead of finding it "being probed".
+    mock_server.push_text("a")
+    r = client.prompt("Hi")
+    assert r.provider == "a" and [a.skipped for a in r.attempts] == [None]
