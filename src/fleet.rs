@@ -16,6 +16,11 @@
 //! waits longer for it, the client says so once, and reconnects in the
 //! background.
 //!
+//! When a cooldown ends, one call in the fleet probes the provider: it
+//! holds a lease key (`{prefix}:probe:{key}`, set only if absent, expiring
+//! after the attempt timeout unless extended) until its outcome is known;
+//! the others pass the provider over meanwhile.
+//!
 //! Pool usage (`least_busy`) is shared the same way, on a timer rather than
 //! per call: each process reports its counts every 100 ms, each report
 //! good for a second, and reads everyone's back.
@@ -69,10 +74,31 @@ redis.call('EXPIRE', key, (buckets + 1) * tonumber(ARGV[5]))
 return 1
 "#;
 
+/// Extends a probe's lease to `ARGV[2]` ms, if `ARGV[1]` still holds it.
+const KEEP_PROBE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"#;
+
+/// Gives a probe back, if `ARGV[1]` still holds it (its lease may have run
+/// out and another call taken it since).
+const RELEASE_PROBE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+end
+return 1
+"#;
+
 /// The scripts, hashed once (a retry's budget check runs one on its path).
 static COOL_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(COOL));
 static SPEND_RETRY_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(SPEND_RETRY));
+static KEEP_PROBE_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(KEEP_PROBE));
+static RELEASE_PROBE_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(RELEASE_PROBE));
 
 /// How often first attempts counted locally are flushed to the fleet.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -92,6 +118,17 @@ enum Write {
     },
     Recover {
         key: String,
+    },
+    /// A probe's lease extended to `ms` (its holder waits to try again).
+    KeepProbe {
+        key: String,
+        holder: String,
+        ms: u64,
+    },
+    /// A probe given back.
+    ReleaseProbe {
+        key: String,
+        holder: String,
     },
 }
 
@@ -196,6 +233,11 @@ impl RedisState {
         format!("{}:{what}:{key}", self.prefix)
     }
 
+    /// A probe's holder in the fleet: this process and its token.
+    fn holder(&self, token: u64) -> String {
+        format!("{}:{token}", self.id)
+    }
+
     /// Notes how the last exchange with Redis went: a change is said once.
     fn went(&self, ok: bool, why: &str) {
         let was_down = self.down.swap(!ok, Ordering::SeqCst);
@@ -286,6 +328,20 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                     .arg(format!("recover\t{key}"))
                     .ignore();
                 tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
+            }
+            Some(Write::KeepProbe { key, holder, ms }) => {
+                let mut call = KEEP_PROBE_SCRIPT.key(this.key("probe", &key));
+                call.arg(&holder).arg(ms);
+                tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
+                    .await
+                    .map(|r| r.map(|_| ()))
+            }
+            Some(Write::ReleaseProbe { key, holder }) => {
+                let mut call = RELEASE_PROBE_SCRIPT.key(this.key("probe", &key));
+                call.arg(&holder);
+                tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
+                    .await
+                    .map(|r| r.map(|_| ()))
             }
             None => {
                 let counted: Vec<((String, u64), u64)> = this
@@ -526,9 +582,10 @@ impl SharedState for RedisState {
     }
 
     fn recover(&self, key: &str, sent: u64) {
-        // Only a cooldown the mirror knows of is the fleet's to end: a
-        // success with nothing cooling says nothing to anyone.
-        let Some(cooling) = self.mirror.cooling(key, SystemTime::now()) else {
+        // Only a cooldown the mirror knows of (running, or ended with its
+        // circuit half-open) is the fleet's to end: a success with nothing
+        // cooling says nothing to anyone.
+        let Some(cooling) = self.mirror.open(key) else {
             self.mirror.recover(key, sent);
             return;
         };
@@ -596,6 +653,77 @@ impl SharedState for RedisState {
 
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
         self.mirror.cooldowns(now)
+    }
+
+    fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling> {
+        self.mirror.half_open(key, now)
+    }
+
+    /// One probe per process (the mirror's), then one in the fleet: a lease
+    /// key set only if absent, expiring on its own (a prober that crashed
+    /// holds nothing for longer than its lease). With Redis down, the
+    /// process's own probe.
+    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64> {
+        let token = self.mirror.take_probe(key, now, lease)?;
+        if self.down.load(Ordering::SeqCst) {
+            return Some(token);
+        }
+        let mut conn = self.manager.clone();
+        let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut set = redis::cmd("SET");
+        set.arg(self.key("probe", key))
+            .arg(self.holder(token))
+            .arg("NX")
+            .arg("PX")
+            .arg(ms);
+        let asked = tokio::task::block_in_place(|| {
+            self.handle.block_on(async {
+                tokio::time::timeout(self.timeout, set.query_async::<Option<String>>(&mut conn))
+                    .await
+            })
+        });
+        match asked {
+            Ok(Ok(Some(_))) => {
+                self.went(true, "");
+                Some(token)
+            }
+            Ok(Ok(None)) => {
+                self.went(true, "");
+                self.mirror.release_probe(key, token);
+                None
+            }
+            Ok(Err(e)) => {
+                self.went(false, &e.to_string());
+                Some(token)
+            }
+            Err(_) => {
+                self.went(false, "no answer within the state timeout");
+                Some(token)
+            }
+        }
+    }
+
+    fn probed(&self, key: &str, now: SystemTime) -> bool {
+        self.mirror.probed(key, now)
+    }
+
+    fn keep_probe(&self, key: &str, token: u64, now: SystemTime, lease: Duration) {
+        self.mirror.keep_probe(key, token, now, lease);
+        let _ = self.writes.send(Write::KeepProbe {
+            key: key.to_string(),
+            holder: self.holder(token),
+            ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1),
+        });
+    }
+
+    fn release_probe(&self, key: &str, token: u64) {
+        self.mirror.release_probe(key, token);
+        // In the same queue as the probe's outcome, after it: Redis holds
+        // the cooldown's end (or the next cooldown) before the lease goes.
+        let _ = self.writes.send(Write::ReleaseProbe {
+            key: key.to_string(),
+            holder: self.holder(token),
+        });
     }
 
     fn settle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -508,3 +509,68 @@ def test_a_cooldown_under_a_fake_sleeper_is_the_wait_asked_for(
         time.sleep(0.01)
     fake.advance(60)
     assert client.cooldowns() == {"a": 40.0}
+
+
+def cool_briefly(
+    mock_server: MockServer, backup_server: MockServer, *clients: failover.Client
+) -> None:
+    """Cools `a` for 0.8 s (a hint over the cap) through the first client, and
+    waits until every client has heard it and seen it end."""
+    mock_server.push(429, headers={"retry-after-ms": "800"}, json=SLOW)
+    backup_server.push_text("b")
+    retry = failover.RetryPolicy(max_retry_after=0.1)
+    assert clients[0].prompt("Hi", retry=retry).provider == "b"
+    for client in clients:
+        wait_for(lambda client=client: "a" in client.cooldowns(), within=0.7)
+    for client in clients:
+        wait_for(lambda client=client: client.cooldowns() == {}, within=3)
+
+
+def test_one_call_in_the_fleet_probes_a_provider_whose_cooldown_ended(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    first = fleet_client(redis_url, pfx, mock_server, backup_server, timeout=5)
+    second = fleet_client(redis_url, pfx, mock_server, backup_server, timeout=5)
+    cool_briefly(mock_server, backup_server, first, second)
+    # The cooldown has ended in both clients (second heard it from the fleet):
+    # first probes a, slowly; meanwhile second keeps to b.
+    mock_server.push_text("a, slowly", delay=1.0)
+    probes: list[failover.Response] = []
+    prober = threading.Thread(target=lambda: probes.append(first.prompt("Hi")))
+    prober.start()
+    lease = f"{pfx}:probe:a|gpt-4.1-mini"
+    wait_for(lambda: redis_cli(redis_url, "EXISTS", lease) == "1")
+    # The lease is the attempt timeout: a prober that dies holds it no longer.
+    assert 0 < int(redis_cli(redis_url, "PTTL", lease)) <= 5_000
+    backup_server.push_text("b")
+    r = second.prompt("Hi")
+    assert r.provider == "b"
+    assert r.attempts[0].skipped is not None
+    assert r.attempts[0].skipped.startswith("being probed by another call")
+    prober.join(10)
+    assert probes[0].provider == "a"
+    assert len(mock_server.requests) == 2, "the 429 and one probe"
+    # Given back once the probe answered; the circuit is closed.
+    wait_for(lambda: redis_cli(redis_url, "EXISTS", lease) == "0")
+    mock_server.push_text("a")
+    r = second.prompt("Hi")
+    assert r.provider == "a" and r.attempts[0].skipped is None
+
+
+def test_a_probe_lease_left_by_a_prober_that_died_runs_out(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    pfx = prefix()
+    client = fleet_client(redis_url, pfx, mock_server, backup_server)
+    cool_briefly(mock_server, backup_server, client)
+    # Another process took the probe and died: its lease runs out on its own.
+    lease = f"{pfx}:probe:a|gpt-4.1-mini"
+    redis_cli(redis_url, "SET", lease, "gone:1", "PX", "400")
+    backup_server.push_text("b")
+    r = client.prompt("Hi")
+    assert r.provider == "b" and r.attempts[0].skipped is not None
+    assert r.attempts[0].skipped.startswith("being probed by another call")
+    wait_for(lambda: redis_cli(redis_url, "EXISTS", lease) == "0", within=3)
+    mock_server.push_text("a")
+    assert client.prompt("Hi").provider == "a"

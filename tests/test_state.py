@@ -14,7 +14,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import openai
+from conftest import anthropic, openai
 
 SLOW = {"error": {"message": "slow down"}}
 
@@ -478,3 +478,197 @@ def test_provider_names_may_not_hold_the_key_separators(mock_server: MockServer)
             failover.Client({name: openai(mock_server)})
         with pytest.raises(failover.ConfigurationError, match="may not hold"):
             failover.Client({"p": failover.Pool("p", {name: openai(mock_server)})})
+
+
+def test_a_cooling_provider_after_the_last_one_tried_is_recorded_as_skipped(
+    mock_server: MockServer, backup_server: MockServer, call: Any
+) -> None:
+    client = two(mock_server, backup_server)
+    backup_server.push(429, headers={"retry-after": "120"}, json=SLOW)
+    with pytest.raises(failover.RateLimited):
+        client.prompt("Hi", provider="b", retry=failover.RetryPolicy(max_retries_last=0))
+    # a is the last provider left: its normal retries, then its error, with b
+    # recorded where it stands in the chain, after a's attempts.
+    for _ in range(3):
+        mock_server.push(500, json={"error": {"message": "down"}})
+    with pytest.raises(failover.ServerError) as info:
+        call(client)
+    attempts = info.value.attempts
+    assert [(a.provider, a.status) for a in attempts] == [("a", 500)] * 3 + [("b", None)]
+    # Its time left as the call ended, after a's two backoffs.
+    waited = sum(a.waited for a in attempts)
+    assert attempts[3].skipped == f"cooling down for {120 - waited:.1f}s more: it asked for 120s"
+    # A provider after the one that answered was not passed over: not recorded.
+    mock_server.push_text("a")
+    assert [a.provider for a in call(client).attempts] == ["a"]
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_provider_back_from_an_outage_is_used_again_within_the_cooldown_cap(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # The primary is down for the first 60 s (nothing scripted: MockServer's
+    # unscripted answer is a 500), healthy after; a call every 4 s; no
+    # same-provider retry, so each try is one request.
+    sleeper = FakeSleeper()
+    client = two(
+        mock_server, backup_server, sleeper=sleeper, retry=failover.RetryPolicy(max_retries=0)
+    )
+    tried, answered_by = [], []
+    for step in range(30):
+        now = 4 * step
+        if now >= 60 and mock_server.pending == 0:
+            mock_server.push_text("a")
+        if backup_server.pending == 0:
+            backup_server.push_text("b")
+        before = len(mock_server.requests)
+        answered_by.append(client.prompt("Hi").provider)
+        if len(mock_server.requests) > before:
+            tried.append(now)
+        sleeper.advance(4)
+    sleeper.assert_never_slept()
+    # Cooldowns of 5, 10, 20 s, then capped at 30 s: tried at 0, 8, 20, 40,
+    # then at 72, healthy: the circuit closes, and every later call is a's.
+    assert tried[:5] == [0, 8, 20, 40, 72]
+    back = next(t for t in tried if t >= 60)
+    assert back - 60 <= 30
+    assert answered_by[back // 4 :] == ["a"] * (30 - back // 4)
+    assert set(answered_by[: back // 4]) == {"b"}
+
+
+def test_one_call_at_a_time_probes_a_provider_whose_cooldown_ended(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    sleeper = FakeSleeper()
+    client = two(
+        mock_server, backup_server, sleeper=sleeper, retry=failover.RetryPolicy(max_retries=0)
+    )
+    mock_server.push(503, json=SLOW)
+    backup_server.push_text("b")
+    assert client.prompt("Hi").provider == "b"
+    assert client.cooldowns() == {"a": 5.0}
+
+    async def burst(others: int) -> tuple[Any, list[Any]]:
+        sent = len(mock_server.requests)
+        probe = asyncio.ensure_future(client.prompt_async("Hi"))
+        while len(mock_server.requests) == sent:  # until the probe's slow answer is under way
+            await asyncio.sleep(0.005)
+        rest = await asyncio.gather(*(client.prompt_async("Hi") for _ in range(others)))
+        return await probe, rest
+
+    def probed_elsewhere(responses: list[Any]) -> bool:
+        return all(
+            r.provider == "b"
+            and r.attempts[0].skipped is not None
+            and r.attempts[0].skipped.startswith("being probed by another call")
+            for r in responses
+        )
+
+    # The cooldown ends: one call probes a (slowly, and it fails again); the
+    # calls made meanwhile keep to b; the failure starts the next cooldown.
+    sleeper.advance(5)
+    mock_server.push(503, json=SLOW, delay=1.0)
+    for _ in range(9):
+        backup_server.push_text("b")
+    probe, rest = asyncio.run(burst(8))
+    assert probe.attempts[0].provider == "a" and probe.provider == "b"
+    assert len(mock_server.requests) == 2, "one probe, not nine"
+    assert probed_elsewhere(rest)
+    assert client.cooldowns() == {"a": 10.0}
+    # Again, and this time the probe answers: the circuit closes.
+    sleeper.advance(10)
+    mock_server.push_text("a is back", delay=1.0)
+    for _ in range(8):
+        backup_server.push_text("b")
+    probe, rest = asyncio.run(burst(8))
+    assert probe.provider == "a" and len(mock_server.requests) == 3
+    assert probed_elsewhere(rest)
+    mock_server.push_text("a again")
+    r = client.prompt("Hi")
+    assert r.provider == "a" and r.attempts[0].skipped is None
+
+
+def test_a_hinted_cooldown_keeps_its_number_up_to_the_hinted_cap(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = two(mock_server, backup_server, retry=failover.RetryPolicy(max_retries_last=0))
+    mock_server.push(429, headers={"retry-after": "7200"}, json=SLOW)
+    backup_server.push_text("b")
+    assert client.prompt("Hi").provider == "b"
+    assert client.cooldowns() == {"a": 3600.0}
+    # The error still says what the provider asked for.
+    mock_server.push(429, headers={"retry-after": "7200"}, json=SLOW)
+    lone = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.RateLimited) as info:
+        lone.prompt("Hi", retry=failover.RetryPolicy(max_hinted_cooldown=600))
+    assert info.value.retry_after == 7200.0
+    assert lone.cooldowns() == {"a": 600.0}
+    # Under the cap, the number the provider gave.
+    mock_server.push(429, headers={"retry-after": "90"}, json=SLOW)
+    backup_server.push_text("b")
+    other = two(mock_server, backup_server)
+    other.prompt("Hi")
+    assert other.cooldowns() == {"a": 90.0}
+
+
+def test_a_headroom_reset_in_the_far_future_cools_for_at_most_the_hinted_cap(
+    mock_server: MockServer,
+) -> None:
+    headers = {
+        "anthropic-ratelimit-tokens-remaining": "0",
+        "anthropic-ratelimit-tokens-reset": "2099-01-01T00:00:00Z",
+    }
+    mock_server.push_text("ok", wire="anthropic", headers=headers)
+    client = failover.Client({"c": anthropic(mock_server)}, sleeper=FakeSleeper())
+    client.prompt("Hi")
+    assert client.cooldowns() == {"c": 3600.0}
+    # The only provider, so tried all the same: its success ends that
+    # cooldown, and its headers start one of the policy's cap.
+    mock_server.push_text("ok", wire="anthropic", headers=headers)
+    client.prompt("Hi", retry=failover.RetryPolicy(max_hinted_cooldown=60))
+    assert client.cooldowns() == {"c": 60.0}
+
+
+def test_the_cooldown_caps_are_checked_and_shown() -> None:
+    for name in ["max_cooldown", "max_hinted_cooldown"]:
+        for bad in [-1, float("inf"), "30", True, 2e9]:
+            with pytest.raises(failover.ConfigurationError, match=name):
+                failover.RetryPolicy(**{name: bad})
+    policy = failover.RetryPolicy(max_cooldown=12, max_hinted_cooldown=600)
+    assert "max_cooldown=12.0, max_hinted_cooldown=600.0" in repr(policy)
+    assert policy != failover.RetryPolicy()
+    # Cooldowns are the client's memory: every preset has the defaults.
+    for preset in [
+        failover.RetryPolicy.laravel(),
+        failover.RetryPolicy.openai(),
+        failover.RetryPolicy.ruby_llm(),
+    ]:
+        assert (preset.max_cooldown, preset.max_hinted_cooldown) == (30.0, 3600.0)
+
+
+def test_a_cancelled_probe_gives_the_probe_back(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    sleeper = FakeSleeper()
+    client = two(
+        mock_server, backup_server, sleeper=sleeper, retry=failover.RetryPolicy(max_retries=0)
+    )
+    mock_server.push(503, json=SLOW)
+    backup_server.push_text("b")
+    client.prompt("Hi")
+    sleeper.advance(5)
+    # The probe never gets an answer, and its task is cancelled.
+    mock_server.push(fault="hang")
+
+    async def cancelled() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(client.prompt_async("Hi"), 0.3)
+        # The runtime drops the cancelled call's future on its own threads,
+        # within microseconds: a wide margin for that, not a wait on a retry.
+        await asyncio.sleep(0.3)
+
+    asyncio.run(cancelled())
+    # The next call probes a itself, instead of finding it "being probed".
+    mock_server.push_text("a")
+    r = client.prompt("Hi")
+    assert r.provider == "a" and [a.skipped for a in r.attempts] == [None]

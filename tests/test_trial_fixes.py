@@ -723,19 +723,6 @@ def test_magistral_streams_blocks_of_thinking_and_text(mock_server: MockServer) 
     assert pieces == [("reasoning", "Hmm."), ("text", "Paris.")]
 
 
-def test_a_headroom_reset_in_the_far_future_cools_for_at_most_1e9_s(
-    mock_server: MockServer,
-) -> None:
-    headers = {
-        "anthropic-ratelimit-tokens-remaining": "0",
-        "anthropic-ratelimit-tokens-reset": "2099-01-01T00:00:00Z",
-    }
-    mock_server.push_text("ok", wire="anthropic", headers=headers)
-    client = failover.Client({"c": anthropic(mock_server)}, sleeper=FakeSleeper())
-    client.prompt("Hi")
-    assert client.cooldowns() == {"c": 1e9}
-
-
 def test_a_missing_gemini_key_names_both_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)

@@ -71,6 +71,8 @@ class NativePolicy:
         max_interval: float | None,
         stop_on: list[str],
         budget: tuple[float, float, float] | None,
+        max_cooldown: float,
+        max_hinted_cooldown: float,
     ) -> NativePolicy: ...
     @property
     def stop_on(self) -> list[str]: ...

@@ -101,6 +101,14 @@ class RetryPolicy(Record):
     "Last" means no other provider remains to fail over to. A server-hinted
     wait (Retry-After and its cousins) up to the cap is slept exactly; a
     longer one fails over at once. See the README's behaviour table.
+
+    A provider given up on cools down in its client: after a failure with no
+    usable hint for 5 s, doubling while it keeps failing, up to
+    ``max_cooldown`` seconds (a recovered provider comes back soon); for the
+    wait it asked for (a hint, a rate-limit reset) up to
+    ``max_hinted_cooldown``, past which it is tried again. Presets cool the
+    same way, with these defaults: cooldowns are the client's memory, not
+    part of the client a preset reproduces.
     """
 
     __slots__ = (
@@ -111,6 +119,8 @@ class RetryPolicy(Record):
         "backoff",
         "stop_on",
         "budget",
+        "max_cooldown",
+        "max_hinted_cooldown",
         "_preset",
         "_max_interval",
         "_native_policy",
@@ -124,6 +134,10 @@ class RetryPolicy(Record):
     """The error kinds that end a call at once: no retry, no failover."""
     budget: Optional[RetryBudget]
     """The retry budget; ``None``: retries are limited only per call."""
+    max_cooldown: float
+    """The longest cooldown after failures with no usable hint, in seconds."""
+    max_hinted_cooldown: float
+    """The longest cooldown for a wait the provider asked for, in seconds."""
     _preset: str
     _max_interval: Optional[float]
     _native_policy: _native.NativePolicy
@@ -137,6 +151,8 @@ class RetryPolicy(Record):
         backoff: Optional[Backoff] = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
         budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
+        max_cooldown: float = 30.0,
+        max_hinted_cooldown: float = 3600.0,
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
@@ -150,6 +166,8 @@ class RetryPolicy(Record):
             backoff=backoff if backoff is not None else Backoff(),
             stop_on=_stop_on(stop_on),
             budget=budget,
+            max_cooldown=seconds("max_cooldown", max_cooldown),
+            max_hinted_cooldown=seconds("max_hinted_cooldown", max_hinted_cooldown),
         )
         self._finish("default", None)
 
@@ -172,6 +190,8 @@ class RetryPolicy(Record):
             budget=None
             if self.budget is None
             else (self.budget.ratio, self.budget.min_retries_per_second, self.budget.window),
+            max_cooldown=self.max_cooldown,
+            max_hinted_cooldown=self.max_hinted_cooldown,
         )
         self._init(
             _preset=preset,
@@ -226,7 +246,8 @@ class RetryPolicy(Record):
         deadline, in seconds: every attempt timing out after ``timeout``, every
         retry's wait the longest allowed, across ``providers`` providers. A
         ``deadline=`` bounds it whatever this says; ``math.inf`` when a wait is
-        unbounded (``RetryPolicy.ruby_llm()``)."""
+        unbounded (``RetryPolicy.ruby_llm()``). Cooldowns do not count: they
+        pass a provider over, they never make a call wait."""
         timeout = seconds("timeout", timeout)
         providers = count("providers", providers, minimum=1)
         total = 0.0
@@ -250,7 +271,8 @@ class RetryPolicy(Record):
             f"max_retries_last={self.max_retries_last}, "
             f"max_retry_after={self.max_retry_after}, "
             f"max_retry_after_last={self.max_retry_after_last}, backoff={self.backoff!r}, "
-            f"stop_on={_set_repr(self.stop_on)}, budget={self.budget!r})"
+            f"stop_on={_set_repr(self.stop_on)}, budget={self.budget!r}, "
+            f"max_cooldown={self.max_cooldown}, max_hinted_cooldown={self.max_hinted_cooldown})"
         )
 
     def _args(self) -> tuple[Any, ...]:
@@ -263,6 +285,8 @@ class RetryPolicy(Record):
             self.backoff,
             self.stop_on,
             self.budget,
+            self.max_cooldown,
+            self.max_hinted_cooldown,
         )
 
     def _key(self) -> tuple[Any, ...]:

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
-use super::policy::{cooldown, Decision, RetryPolicy, Situation, Verdict};
+use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 use super::state::{Cooling, SharedState};
 
 /// A provider taking part in one call: what the engine needs of it.
@@ -97,6 +97,62 @@ impl AttemptRecord {
             duration: Duration::ZERO,
             skipped: Some(why.to_string()),
         }
+    }
+}
+
+/// Why a call passes a provider over (from the shared state).
+enum Passed {
+    Cooling(Cooling),
+    /// Its cooldown has ended and another call is probing it.
+    Probed(Cooling),
+}
+
+impl Passed {
+    /// When it stops (or stopped) cooling: the first to recover is tried
+    /// when every provider left is passed over.
+    fn until(&self) -> SystemTime {
+        match self {
+            Passed::Cooling(c) | Passed::Probed(c) => c.until,
+        }
+    }
+
+    /// Why, in words, for `.attempts` and the log.
+    fn why(&self, now: SystemTime) -> String {
+        match self {
+            Passed::Cooling(c) => {
+                let left = c.until.duration_since(now).unwrap_or_default();
+                format!(
+                    "cooling down for {:.1}s more: {}",
+                    left.as_secs_f64(),
+                    c.reason
+                )
+            }
+            Passed::Probed(c) => format!(
+                "being probed by another call since its cooldown ended ({})",
+                c.reason
+            ),
+        }
+    }
+}
+
+/// The probe of a half-open provider, held by the call trying it: given
+/// back however the call leaves the provider (an answer, a failure, a
+/// cancelled or dropped call), after the outcome is recorded.
+struct Probe<'a> {
+    state: &'a dyn SharedState,
+    key: &'a str,
+    token: u64,
+}
+
+impl Probe<'_> {
+    fn keep(&self, now: SystemTime, lease: Duration) {
+        self.state.keep_probe(self.key, self.token, now, lease);
+    }
+}
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        self.state.release_probe(self.key, self.token);
     }
 }
 
@@ -278,34 +334,57 @@ where
         return Err(failure);
     }
 
-    // Providers cooling down (from earlier calls) are skipped, unless every
-    // one left is: then the one that recovers first is tried. A stream
-    // being restarted goes back to its provider whatever the state says.
+    // Providers cooling down (from earlier calls), or being probed by
+    // another call after their cooldown ended, are passed over, unless every
+    // one left is: then the one that recovers first is tried (a probed one
+    // has already reached its time). A stream being restarted goes back to
+    // its provider whatever the state says.
     let started_at = clock.wall();
-    let mut cooling: Vec<Option<Cooling>> = spec
+    let mut passed: Vec<Option<Passed>> = spec
         .providers
         .iter()
         .map(|slot| match (spec.state, slot.unable) {
-            (Some(state), None) => state.cooling(slot.state_key, started_at),
+            (Some(state), None) => state
+                .cooling(slot.state_key, started_at)
+                .map(Passed::Cooling)
+                .or_else(|| {
+                    state
+                        .half_open(slot.state_key, started_at)
+                        .filter(|_| state.probed(slot.state_key, started_at))
+                        .map(Passed::Probed)
+                }),
             _ => None,
         })
         .collect();
     let able: Vec<usize> = (first..count)
         .filter(|&i| spec.providers[i].unable.is_none())
         .collect();
-    if able.iter().all(|&i| cooling[i].is_some()) {
+    if able.iter().all(|&i| passed[i].is_some()) {
         if let Some(&soonest) = able
             .iter()
-            .min_by_key(|&&i| cooling[i].as_ref().map(|c| c.until))
+            .min_by_key(|&&i| passed[i].as_ref().map(Passed::until))
         {
-            cooling[soonest] = None;
+            passed[soonest] = None;
         }
     }
     if let Some(broken) = &resume {
-        cooling[broken.provider] = None;
+        passed[broken.provider] = None;
     }
     let next_able = |from: usize| {
-        (from..count).find(|&i| spec.providers[i].unable.is_none() && cooling[i].is_none())
+        (from..count).find(|&i| spec.providers[i].unable.is_none() && passed[i].is_none())
+    };
+    // A provider passed over is recorded where it stands in the chain, and
+    // logged.
+    let pass_over = |attempts: &mut Vec<AttemptRecord>,
+                     on_event: &mut (dyn FnMut(Event) + Send),
+                     index: usize,
+                     why: String| {
+        attempts.push(AttemptRecord::skipped(index, &why));
+        on_event(Event::Skipped {
+            call_id: spec.call_id.to_string(),
+            provider: index,
+            reason: why,
+        });
     };
 
     for (index, slot) in spec.providers.iter().enumerate().skip(first) {
@@ -313,21 +392,36 @@ where
             attempts.push(AttemptRecord::skipped(index, why));
             continue;
         }
-        if let Some(cool) = &cooling[index] {
-            let left = cool
-                .until
-                .duration_since(started_at)
-                .unwrap_or_default()
-                .as_secs_f64();
-            let why = format!("cooling down for {left:.1}s more: {}", cool.reason);
-            attempts.push(AttemptRecord::skipped(index, &why));
-            on_event(Event::Skipped {
-                call_id: spec.call_id.to_string(),
-                provider: index,
-                reason: why,
-            });
+        if let Some(passed) = &passed[index] {
+            pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
             continue;
         }
+        // Half-open (its cooldown ended, no success since): this call probes
+        // it, unless another call does; then this one keeps to the next
+        // provider, or with none left tries this one all the same.
+        let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
+        let half_open = spec
+            .state
+            .filter(|_| !resuming_here)
+            .and_then(|state| Some((state, state.half_open(slot.state_key, clock.wall())?)));
+        let probe = match half_open {
+            Some((state, ended)) => {
+                match state.take_probe(slot.state_key, clock.wall(), spec.attempt_timeout) {
+                    Some(token) => Some(Probe {
+                        state,
+                        key: slot.state_key,
+                        token,
+                    }),
+                    None if next_able(index + 1).is_some() => {
+                        let why = Passed::Probed(ended).why(clock.wall());
+                        pass_over(&mut attempts, on_event, index, why);
+                        continue;
+                    }
+                    None => None,
+                }
+            }
+            None => None,
+        };
         let is_last = next_able(index + 1).is_none();
         let mut retries_done = resume
             .as_ref()
@@ -370,7 +464,9 @@ where
                                 "its rate limit is exhausted for {:.3}s",
                                 reset.as_secs_f64()
                             );
-                            state.cool(slot.state_key, now, now + reset, &why);
+                            let (cool_for, why) = spec.policy.hinted_cooldown(reset, why);
+                            let until = now.checked_add(cool_for).unwrap_or(now);
+                            state.cool(slot.state_key, now, until, &why);
                         }
                     }
                     let status = Some(value.status());
@@ -459,6 +555,9 @@ where
                         status: failure.status,
                         reason,
                     });
+                    if let Some(probe) = &probe {
+                        probe.keep(clock.wall(), wait.saturating_add(spec.attempt_timeout));
+                    }
                     clock.sleep(wait).await;
                     waited = wait;
                     last = Some(left(failure));
@@ -486,7 +585,7 @@ where
                     Some(_) => failures.saturating_sub(1),
                     None => failures,
                 };
-                if let Some((cool_for, why)) = cooldown(failure.kind, hinted, streak) {
+                if let Some((cool_for, why)) = spec.policy.cooldown(failure.kind, hinted, streak) {
                     let now = clock.wall();
                     let until = now.checked_add(cool_for).unwrap_or(now);
                     state.cool(slot.state_key, now, until, &why);
@@ -504,6 +603,14 @@ where
                 break;
             }
             let reason = if fail_over {
+                // Those after it the call could not use were passed over.
+                for later in index + 1..count {
+                    if let Some(why) = spec.providers[later].unable {
+                        attempts.push(AttemptRecord::skipped(later, why));
+                    } else if let Some(passed) = &passed[later] {
+                        pass_over(&mut attempts, on_event, later, passed.why(clock.wall()));
+                    }
+                }
                 format!("{reason}; no provider left to fail over to")
             } else {
                 format!("{reason}; the call ends without failing over")
@@ -1381,5 +1488,204 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("retry budget"));
+    }
+
+    fn skips(attempts: &[AttemptRecord]) -> Vec<(usize, Option<&str>)> {
+        attempts
+            .iter()
+            .map(|a| (a.provider, a.skipped.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn a_cooling_provider_after_the_last_one_tried_is_recorded_as_passed_over() {
+        let policy = RetryPolicy::default();
+        let shared = Shared::new(2);
+        let now = shared.clock.wall();
+        shared.state.cool(
+            "p1",
+            now,
+            now + Duration::from_secs(120),
+            "it asked for 120s",
+        );
+        // p0 is the last provider left: its normal retries, then the error,
+        // with p1 recorded after p0's attempts, where it stands in the chain.
+        let (called, result) = shared.call(
+            &policy,
+            vec![
+                err(ServerError, Some(500), &[]),
+                err(ServerError, Some(500), &[]),
+                err(ServerError, Some(500), &[]),
+            ],
+        );
+        assert_eq!(called, vec![0, 0, 0]);
+        let attempts = result.unwrap_err().attempts;
+        let recorded = skips(&attempts);
+        assert_eq!(recorded.len(), 4);
+        assert_eq!(&recorded[..3], &[(0, None), (0, None), (0, None)]);
+        assert_eq!(recorded[3].0, 1);
+        // Its time left as the call ended, after p0's backoffs (0.5 s, 1 s).
+        assert_eq!(
+            recorded[3].1,
+            Some("cooling down for 118.5s more: it asked for 120s")
+        );
+        // A provider after the one that answered was not passed over.
+        let (_, result) = shared.call(&policy, vec![Ok("a")]);
+        assert_eq!(skips(&result.unwrap().attempts), vec![(0, None)]);
+        // Nor after a failure that ends the call without failing over.
+        let (_, result) = shared.call(&policy, vec![err(BadRequest, Some(400), &[])]);
+        assert_eq!(skips(&result.unwrap_err().attempts), vec![(0, None)]);
+    }
+
+    #[test]
+    fn unhinted_cooldowns_double_up_to_the_cap_and_hinted_ones_to_theirs() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        let left = |key: &str| {
+            shared
+                .state
+                .cooldowns(shared.clock.wall())
+                .into_iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, d)| d)
+        };
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+            let cooled = left("p0").unwrap();
+            seen.push(cooled.as_secs());
+            shared.clock.advance(cooled);
+        }
+        assert_eq!(seen, vec![5, 10, 20, 30, 30]);
+        // A cap of the caller's.
+        let tight = RetryPolicy {
+            max_cooldown: Duration::from_secs(12),
+            ..policy.clone()
+        };
+        let _ = shared.call(&tight, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        assert_eq!(left("p0"), Some(Duration::from_secs(12)));
+        // A hint keeps its number, up to an hour; the error still shows the hint.
+        let shared = Shared::new(1);
+        let lone = RetryPolicy {
+            max_retries_last: 0,
+            ..RetryPolicy::default()
+        };
+        let (_, result) = shared.call(&lone, vec![rate_limited("7200")]);
+        match result.unwrap_err().error {
+            CallError::Provider(p) => assert_eq!(p.retry_after, Some(secs(7200.0))),
+            other => panic!("{other:?}"),
+        }
+        let now = shared.clock.wall();
+        assert_eq!(
+            shared.state.cooldowns(now),
+            vec![("p0".to_string(), Duration::from_secs(3600))]
+        );
+        assert_eq!(
+            shared.state.cooling("p0", now).unwrap().reason,
+            "it asked for 7200s, cut to the 3600s cap"
+        );
+        let shared = Shared::new(1);
+        let (_, _) = shared.call(&lone, vec![rate_limited("120")]);
+        assert_eq!(
+            shared.state.cooldowns(shared.clock.wall()),
+            vec![("p0".to_string(), Duration::from_secs(120))]
+        );
+    }
+
+    #[test]
+    fn a_half_open_provider_is_probed_by_one_call_at_a_time() {
+        let shared = Shared::new(2);
+        let policy = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        shared.clock.advance(Duration::from_secs(5));
+        let now = shared.clock.wall();
+        assert!(shared.state.half_open("p0", now).is_some());
+        // Another call holds the probe: this one keeps to p1.
+        let token = shared
+            .state
+            .take_probe("p0", now, Duration::from_secs(60))
+            .unwrap();
+        let (called, result) = shared.call(&policy, vec![Ok("b")]);
+        assert_eq!(called, vec![1]);
+        let attempts = result.unwrap().attempts;
+        assert!(attempts[0]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .starts_with("being probed by another call"));
+        // With no other provider, the probed one is tried all the same.
+        let alone = Shared {
+            clock: ManualClock::new(),
+            state: crate::engine::LocalState::new(),
+            keys: vec!["p0".to_string()],
+        };
+        let t0 = alone.clock.wall();
+        alone.state.cool("p0", t0, t0, "x");
+        let _held = alone.state.take_probe("p0", t0, Duration::from_secs(60));
+        let (called, _) = alone.call(&policy, vec![Ok("a")]);
+        assert_eq!(called, vec![0]);
+        // Given back, the next call probes p0; a failure starts the next
+        // (doubled) cooldown and gives the probe back.
+        shared.state.release_probe("p0", token);
+        let (called, _) = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
+        assert_eq!(called, vec![0, 1]);
+        assert!(!shared.state.probed("p0", shared.clock.wall()));
+        assert_eq!(
+            shared.state.cooldowns(shared.clock.wall()),
+            vec![("p0".to_string(), Duration::from_secs(10))]
+        );
+        // A good answer closes the circuit.
+        shared.clock.advance(Duration::from_secs(10));
+        let (called, _) = shared.call(&policy, vec![Ok("a")]);
+        assert_eq!(called, vec![0]);
+        let now = shared.clock.wall();
+        assert!(shared.state.half_open("p0", now).is_none());
+        assert!(!shared.state.probed("p0", now));
+        assert_eq!(shared.state.failures_in_a_row("p0"), 0);
+    }
+
+    #[test]
+    fn a_probing_call_that_is_dropped_gives_the_probe_back() {
+        let shared = Shared::new(2);
+        let now = shared.clock.wall();
+        shared.state.cool("p0", now, now, "x");
+        let slots: Vec<ProviderSlot> = shared
+            .keys
+            .iter()
+            .map(|k| ProviderSlot {
+                overloaded_statuses: OVERLOADED,
+                state_key: k,
+                unable: None,
+            })
+            .collect();
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: Duration::from_secs(60),
+            deadline: None,
+            state: Some(&shared.state),
+        };
+        let (mut unit, mut on_event) = (|| 0.0, |_| {});
+        let mut future = Box::pin(run(
+            &spec,
+            &shared.clock,
+            &mut unit,
+            &mut on_event,
+            |_, _| std::future::pending::<Result<&'static str, Failure>>(),
+        ));
+        // In flight at p0, holding its probe; then cancelled.
+        assert!(futures_util::FutureExt::now_or_never(&mut future).is_none());
+        assert!(shared.state.probed("p0", now));
+        drop(future);
+        assert!(!shared.state.probed("p0", now));
+        assert!(shared.state.half_open("p0", now).is_some());
     }
 }

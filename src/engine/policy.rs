@@ -76,6 +76,13 @@ pub struct RetryPolicy {
     pub preset: Preset,
     /// How much retrying may add to a provider's traffic; `None`: no limit.
     pub budget: Option<RetryBudget>,
+    /// The longest a provider cools down for failing with no usable hint:
+    /// the doubling stops here, so a provider that recovers is back soon.
+    pub max_cooldown: Duration,
+    /// The longest a provider cools down for the wait it asked for (a hint
+    /// or a rate-limit reset): past it, the provider is tried again, so one
+    /// absurd header cannot remove it for good.
+    pub max_hinted_cooldown: Duration,
 }
 
 /// Only a request that is wrong in itself ends a call by default: a bad key
@@ -93,46 +100,65 @@ impl Default for RetryPolicy {
             stop_on: DEFAULT_STOP_ON,
             preset: Preset::Default,
             budget: Some(RetryBudget::default()),
+            max_cooldown: Duration::from_secs(30),
+            max_hinted_cooldown: Duration::from_secs(3600),
         }
     }
 }
 
 /// The cooldown after a provider failed with no usable wait hint: this,
-/// doubling with each failure in a row, up to [`COOLDOWN_MAX`].
+/// doubling with each failure in a row, up to the policy's `max_cooldown`.
 pub const COOLDOWN_SHORT: Duration = Duration::from_secs(5);
-pub const COOLDOWN_MAX: Duration = Duration::from_secs(300);
 /// The cooldown after an auth, not-found or credits failure: a revoked key
 /// or a missing model does not come back in a second.
 pub const COOLDOWN_LONG: Duration = Duration::from_secs(300);
 
-/// How long a provider given up on cools down, and why: its hinted wait
-/// when it asked for one (taken or not), else by the kind of failure.
-/// `None`: the failure says nothing about the provider (a bad request).
-pub fn cooldown(
-    kind: ErrorKind,
-    hint: Option<Duration>,
-    failures_in_a_row: u32,
-) -> Option<(Duration, String)> {
-    use ErrorKind::*;
-    if let Some(hint) = hint.filter(|h| !h.is_zero()) {
-        let why = format!("it asked for {}s", hint.as_secs_f64());
-        return Some((hint, why));
+impl RetryPolicy {
+    /// How long a provider given up on cools down, and why: its hinted wait
+    /// when it asked for one (taken or not), up to `max_hinted_cooldown`;
+    /// else by the kind of failure, the short one doubling up to
+    /// `max_cooldown`. `None`: the failure says nothing about the provider
+    /// (a bad request).
+    pub fn cooldown(
+        &self,
+        kind: ErrorKind,
+        hint: Option<Duration>,
+        failures_in_a_row: u32,
+    ) -> Option<(Duration, String)> {
+        use ErrorKind::*;
+        if let Some(hint) = hint.filter(|h| !h.is_zero()) {
+            let why = format!("it asked for {}s", hint.as_secs_f64());
+            return Some(self.hinted_cooldown(hint, why));
+        }
+        match kind {
+            RateLimited | Overloaded | ServerError | Timeout | Connection => {
+                let doubled = COOLDOWN_SHORT
+                    .checked_mul(
+                        1u32.checked_shl(failures_in_a_row.min(16))
+                            .unwrap_or(u32::MAX),
+                    )
+                    .unwrap_or(Duration::MAX)
+                    .min(self.max_cooldown);
+                Some((doubled, format!("failed ({})", kind.as_str())))
+            }
+            Auth | NotFound | InsufficientCredits => {
+                Some((COOLDOWN_LONG, format!("failed ({})", kind.as_str())))
+            }
+            BadRequest | TooLarge => None,
+        }
     }
-    match kind {
-        RateLimited | Overloaded | ServerError | Timeout | Connection => {
-            let doubled = COOLDOWN_SHORT
-                .checked_mul(
-                    1u32.checked_shl(failures_in_a_row.min(16))
-                        .unwrap_or(u32::MAX),
-                )
-                .unwrap_or(COOLDOWN_MAX)
-                .min(COOLDOWN_MAX);
-            Some((doubled, format!("failed ({})", kind.as_str())))
+
+    /// A cooldown the provider asked for (`why` says how), at most
+    /// `max_hinted_cooldown`: the reason tells when it was cut.
+    pub fn hinted_cooldown(&self, wait: Duration, why: String) -> (Duration, String) {
+        if wait <= self.max_hinted_cooldown {
+            return (wait, why);
         }
-        Auth | NotFound | InsufficientCredits => {
-            Some((COOLDOWN_LONG, format!("failed ({})", kind.as_str())))
-        }
-        BadRequest | TooLarge => None,
+        let cap = self.max_hinted_cooldown.as_secs_f64();
+        (
+            self.max_hinted_cooldown,
+            format!("{why}, cut to the {cap}s cap"),
+        )
     }
 }
 
@@ -143,7 +169,8 @@ pub enum Decision {
     Retry(Duration),
     /// Stop trying this provider. With `fail_over`, the next provider (if
     /// any) is tried; otherwise the error is raised. `cooldown` is how long
-    /// the provider asked to be left alone, when it said so.
+    /// the provider asked to be left alone, when it said so (it cools for
+    /// that long up to [`RetryPolicy::max_hinted_cooldown`]).
     GiveUp {
         fail_over: bool,
         cooldown: Option<Duration>,
@@ -1152,6 +1179,46 @@ mod tests {
             s(&failure(Auth, Some(401), &[]), false),
             "auth is not retried"
         );
+    }
+
+    #[test]
+    fn cooldowns_are_capped_by_the_policy() {
+        let p = RetryPolicy::default();
+        let unhinted: Vec<u64> = (0..6)
+            .map(|n| p.cooldown(Overloaded, None, n).unwrap().0.as_secs())
+            .collect();
+        assert_eq!(unhinted, vec![5, 10, 20, 30, 30, 30]);
+        assert_eq!(
+            p.cooldown(ServerError, None, u32::MAX).unwrap().0,
+            Duration::from_secs(30)
+        );
+        // Auth and credits keep their long cooldown; a bad request none.
+        assert_eq!(p.cooldown(Auth, None, 0).unwrap().0, COOLDOWN_LONG);
+        assert_eq!(p.cooldown(BadRequest, None, 0), None);
+        // A hint keeps its number up to an hour, then is cut, saying so.
+        let hinted = |secs| p.cooldown(RateLimited, Some(Duration::from_secs(secs)), 0);
+        assert_eq!(
+            hinted(120),
+            Some((Duration::from_secs(120), "it asked for 120s".to_string()))
+        );
+        assert_eq!(
+            hinted(1_000_000_000),
+            Some((
+                Duration::from_secs(3600),
+                "it asked for 1000000000s, cut to the 3600s cap".to_string()
+            ))
+        );
+        // Every preset has the same caps: cooldowns are the client's memory.
+        for preset in [
+            RetryPolicy::laravel(),
+            RetryPolicy::openai(),
+            RetryPolicy::ruby_llm(None),
+        ] {
+            assert_eq!(
+                (preset.max_cooldown, preset.max_hinted_cooldown),
+                (p.max_cooldown, p.max_hinted_cooldown)
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! What calls share: cooldowns and the retry budget, behind a trait (kept
-//! in process by default; a fleet-wide store implements the same trait).
+//! What calls share: cooldowns (with the probe of a provider whose cooldown
+//! ended) and the retry budget, behind a trait (kept in process by
+//! default; a fleet-wide store implements the same trait).
 //!
 //! Times are wall-clock times of the call's clock (`Clock::wall`): a
 //! FakeSleeper's virtual time in tests, the system's otherwise, so a
@@ -68,6 +69,22 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool;
     /// Every cooldown still running at `now`, by key.
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
+    /// The cooldown of `key` that has ended by `now` with no success since
+    /// (the circuit is half-open: one call at a time probes it), if any.
+    fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling>;
+    /// Takes the probe of half-open `key` for a call, for `lease` at most
+    /// (a call that never gives it back does not hold it for ever): a token
+    /// to give back, or `None` while another call holds it (with a
+    /// fleet-wide store, a call anywhere in the fleet).
+    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64>;
+    /// Whether a call of this process holds the probe of `key` at `now`.
+    fn probed(&self, key: &str, now: SystemTime) -> bool;
+    /// Extends the probe `token` of `key` to `lease` from `now` (a probing
+    /// call about to wait and try again); nothing if it is no longer held.
+    fn keep_probe(&self, key: &str, token: u64, now: SystemTime, lease: Duration);
+    /// Gives the probe `token` of `key` back (a probe taken since by
+    /// another call, after the lease ran out, is left alone).
+    fn release_probe(&self, key: &str, token: u64);
     /// Waits (briefly) until the state is current, before a call reads it:
     /// a fleet-wide store's first read. In process: at once.
     fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
@@ -89,7 +106,11 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
 
 #[derive(Debug, Default)]
 struct Entry {
+    /// The last cooldown, until a success ends it: past its `until`, the
+    /// circuit is half-open.
     cooling: Option<Cooling>,
+    /// The probe of a half-open circuit: its token and when its lease ends.
+    probe: Option<(u64, SystemTime)>,
     failures: u32,
     /// First attempts and retries in the budget's window, oldest first.
     calls: VecDeque<SystemTime>,
@@ -102,6 +123,8 @@ struct Entry {
 pub struct LocalState {
     entries: Mutex<HashMap<String, Entry>>,
     epoch: std::sync::atomic::AtomicU64,
+    /// The last probe token handed out.
+    probes: std::sync::atomic::AtomicU64,
 }
 
 impl LocalState {
@@ -116,6 +139,13 @@ impl LocalState {
             return f(entry);
         }
         f(entries.entry(key.to_string()).or_default())
+    }
+
+    /// The last cooldown of `key` that no success has ended yet, running or
+    /// not (the circuit is open or half-open).
+    pub fn open(&self, key: &str) -> Option<Cooling> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key)?.cooling.clone()
     }
 }
 
@@ -210,6 +240,51 @@ impl SharedState for LocalState {
         out.sort();
         out
     }
+
+    fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key)?.cooling.clone().filter(|c| c.until <= now)
+    }
+
+    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64> {
+        self.with(key, |entry| {
+            if entry.probe.is_some_and(|(_, ends)| ends > now) {
+                return None;
+            }
+            let token = self
+                .probes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
+            entry.probe = Some((token, now.checked_add(lease).unwrap_or(now)));
+            Some(token)
+        })
+    }
+
+    fn probed(&self, key: &str, now: SystemTime) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(key)
+            .and_then(|e| e.probe)
+            .is_some_and(|(_, ends)| ends > now)
+    }
+
+    fn keep_probe(&self, key: &str, token: u64, now: SystemTime, lease: Duration) {
+        self.with(key, |entry| {
+            if let Some((held, ends)) = &mut entry.probe {
+                if *held == token {
+                    *ends = now.checked_add(lease).unwrap_or(now).max(*ends);
+                }
+            }
+        });
+    }
+
+    fn release_probe(&self, key: &str, token: u64) {
+        self.with(key, |entry| {
+            if entry.probe.is_some_and(|(held, _)| held == token) {
+                entry.probe = None;
+            }
+        });
+    }
 }
 
 #[cfg(test)]
@@ -266,5 +341,33 @@ mod tests {
                 .count(),
             5
         );
+    }
+
+    #[test]
+    fn an_ended_cooldown_is_half_open_with_one_probe_under_a_lease() {
+        let state = LocalState::new();
+        let lease = Duration::from_secs(30);
+        assert!(
+            state.half_open("a", at(0)).is_none(),
+            "never cooled: closed"
+        );
+        state.cool("a", at(0), at(10), "failed");
+        assert!(state.half_open("a", at(9)).is_none(), "still cooling");
+        assert!(state.half_open("a", at(10)).is_some());
+        let first = state.take_probe("a", at(10), lease).unwrap();
+        assert!(state.probed("a", at(11)));
+        assert_eq!(state.take_probe("a", at(11), lease), None);
+        // Kept for longer by its holder; a lease that runs out frees it.
+        state.keep_probe("a", first, at(20), lease);
+        assert_eq!(state.take_probe("a", at(45), lease), None);
+        let second = state.take_probe("a", at(50), lease).unwrap();
+        // The first holder's late release leaves the second's probe alone.
+        state.release_probe("a", first);
+        assert!(state.probed("a", at(51)));
+        state.release_probe("a", second);
+        assert!(!state.probed("a", at(51)));
+        // A success closes the circuit.
+        state.recover("a", state.epoch());
+        assert!(state.half_open("a", at(60)).is_none());
     }
 }

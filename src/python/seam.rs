@@ -152,7 +152,7 @@ impl NativePolicy {
     #[pyo3(signature = (
         *, preset, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
         backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, max_interval, stop_on,
-        budget
+        budget, max_cooldown, max_hinted_cooldown
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -168,6 +168,8 @@ impl NativePolicy {
         max_interval: Option<f64>,
         stop_on: Vec<String>,
         budget: Option<(f64, f64, f64)>,
+        max_cooldown: f64,
+        max_hinted_cooldown: f64,
     ) -> PyResult<Self> {
         let max_interval = max_interval
             .map(|v| seconds("max_interval", v))
@@ -183,6 +185,8 @@ impl NativePolicy {
                 )))
             }
         };
+        let max_cooldown = seconds("max_cooldown", max_cooldown)?;
+        let max_hinted_cooldown = seconds("max_hinted_cooldown", max_hinted_cooldown)?;
         if base.preset != Preset::Default {
             // Presets are exact reproductions; their numbers are not tunable.
             return Ok(Self { policy: base });
@@ -218,6 +222,8 @@ impl NativePolicy {
                         })
                     })
                     .transpose()?,
+                max_cooldown,
+                max_hinted_cooldown,
             },
         })
     }
