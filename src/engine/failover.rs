@@ -1671,6 +1671,7 @@ mod tests {
             policy: &policy,
             attempt_timeout: Duration::from_secs(60),
             deadline: None,
+            spent: Duration::ZERO,
             state: Some(&shared.state),
         };
         let (mut unit, mut on_event) = (|| 0.0, |_| {});
