@@ -83,6 +83,8 @@ struct ManualState {
     waiting: Vec<Waiter>,
     /// Until when the calls that started last hold the time: their settle.
     settled_at: Instant,
+    /// [`TimeHold`]s alive: while any is, the time stays put too.
+    holds: usize,
     /// When anything last happened here (a call started or ended, a sleep
     /// began or was given up, the time moved): the grace counts from it.
     last_change: Instant,
@@ -113,6 +115,7 @@ impl ManualClock {
             next_id: 0,
             waiting: Vec::new(),
             settled_at: Instant::now(),
+            holds: 0,
             last_change: Instant::now(),
         };
         Self {
@@ -168,6 +171,18 @@ impl ManualClock {
         }
     }
 
+    /// Keeps the time where it is until the hold is dropped, or for the
+    /// grace if nothing else happens: for a settle that ends on an event
+    /// rather than after a time (an event loop's turn).
+    pub fn hold(&self) -> TimeHold {
+        let mut state = self.lock();
+        state.holds += 1;
+        state.last_change = Instant::now();
+        TimeHold {
+            clock: self.clone(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ManualState> {
         // A panic elsewhere cannot leave this state half-written: recover it.
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -209,10 +224,11 @@ impl ManualState {
                 return (None, moved);
             }
             let settled = self.settled_at;
-            let may_move_at = if self.calls_waiting() >= self.in_flight {
+            let may_move_at = if self.holds == 0 && self.calls_waiting() >= self.in_flight {
                 settled
             } else {
-                // A call doing something else holds the time, for a while.
+                // A call doing something else (or a hold) keeps the time,
+                // for a while.
                 settled.max(self.last_change + GRACE)
             };
             if now < may_move_at {
@@ -315,6 +331,22 @@ impl Clock for ManualCallClock {
             sleep,
         };
         Box::pin(waiting.until_due())
+    }
+}
+
+/// See [`ManualClock::hold`].
+#[derive(Debug)]
+pub struct TimeHold {
+    clock: ManualClock,
+}
+
+impl Drop for TimeHold {
+    fn drop(&mut self) {
+        let mut state = self.clock.lock();
+        state.holds = state.holds.saturating_sub(1);
+        state.last_change = Instant::now();
+        drop(state);
+        self.clock.shared.changed.notify_waiters();
     }
 }
 
@@ -476,6 +508,29 @@ mod tests {
         assert_eq!(busy.now(), secs(4), "the busy call woke first");
         drop(busy); // it ends: the sleeper is the only call left
         assert_eq!(sleeper.await.unwrap(), secs(6));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_keeps_the_time_until_dropped_or_for_the_grace() {
+        let shared = ManualClock::new();
+        let call = shared.for_call(Duration::ZERO);
+        let hold = shared.hold();
+        let waiting = tokio::spawn(async move {
+            call.sleep(secs(3)).await;
+            call.now()
+        });
+        tokio::time::sleep(GRACE / 2).await;
+        assert_eq!(shared.now(), Duration::ZERO);
+        drop(hold);
+        let released = Instant::now();
+        assert_eq!(waiting.await.unwrap(), secs(3));
+        assert_eq!(released.elapsed(), Duration::ZERO);
+        // A hold never dropped keeps it only for the grace.
+        let _forgotten = shared.hold();
+        let call = shared.for_call(Duration::ZERO);
+        let started = Instant::now();
+        call.sleep(secs(3)).await;
+        assert_eq!((started.elapsed(), shared.now()), (GRACE, secs(6)));
     }
 
     #[tokio::test(start_paused = true)]

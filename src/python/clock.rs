@@ -29,10 +29,12 @@ pub struct VirtualClock {
 
 /// How long, in real time, the virtual time stays put after a call starts,
 /// so that calls started together all join before a sleep moves it: the
-/// settle of [`ManualClock::for_call`]. Tasks gathered on one event loop
-/// start their calls within a millisecond or so of each other (a few on a
-/// loaded machine).
-const TASK_SETTLE: Duration = Duration::from_millis(10);
+/// settle of [`ManualClock::for_call`]. An async call's lasts, besides, until
+/// its event loop has run what was ready to run when the call started (the
+/// first steps of the tasks gathered with it, each starting its call), so a
+/// loaded machine cannot split them; the few milliseconds are for tasks
+/// that start their calls a turn or two later.
+const TASK_SETTLE: Duration = Duration::from_millis(5);
 /// Threads start theirs further apart: each must take the GIL, and a thread
 /// running Python code gives it up only every 5 ms (the switch interval),
 /// so starts come several of those apart on a busy machine (up to 9 ms
@@ -245,7 +247,11 @@ impl CallClock {
         if let Ok(virtual_clock) = sleeper.cast::<VirtualClock>() {
             let virtual_clock = virtual_clock.get();
             let settle = virtual_clock.settle(locals.is_some());
-            return Ok(Self::Virtual(virtual_clock.clock.for_call(settle)));
+            let call = virtual_clock.clock.for_call(settle);
+            if let Some(locals) = locals {
+                hold_for_a_loop_turn(sleeper.py(), &virtual_clock.clock, locals);
+            }
+            return Ok(Self::Virtual(call));
         }
         if !sleeper.is_callable() {
             return Err(configuration_error(
@@ -258,6 +264,26 @@ impl CallClock {
             locals: locals.cloned(),
             interrupt: interrupt.clone(),
         }))
+    }
+}
+
+/// Keeps `clock`'s time until `locals`' event loop has run the callbacks
+/// ready now: asyncio runs those of one turn in order, and a callback
+/// scheduled now runs after them.
+fn hold_for_a_loop_turn(py: Python<'_>, clock: &ManualClock, locals: &TaskLocals) {
+    let hold = Mutex::new(Some(clock.hold()));
+    let release = PyCFunction::new_closure(
+        py,
+        None,
+        None,
+        move |_: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| {
+            drop(hold.lock().unwrap_or_else(|e| e.into_inner()).take());
+        },
+    );
+    // A loop that cannot take it (closing) ends the hold at once: the
+    // closure, and the hold with it, is dropped.
+    if let Ok(release) = release {
+        let _ = locals.event_loop(py).call_method1("call_soon", (release,));
     }
 }
 
