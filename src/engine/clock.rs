@@ -66,8 +66,9 @@ pub struct ManualClock {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<ManualState>,
-    /// Told whenever the time moves or a call ends or gives up a sleep, so
-    /// the calls' sleeps look again at whether they are due or may move it.
+    /// Told whenever the time moves, a call ends or gives up a sleep, or a
+    /// hold ends, so the calls' sleeps look again at whether they are due or
+    /// may move it.
     changed: Notify,
 }
 
