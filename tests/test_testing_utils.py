@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import http.client
 import json
 import re
+import threading
 import urllib.parse
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
+from typing import Any
 
 import pytest
 
@@ -58,6 +63,178 @@ def test_fake_sleeper_assertions_and_clock():
         sleeper.assert_never_slept()
     sleeper.clear()
     sleeper.assert_never_slept()
+
+
+# Calls side by side under one FakeSleeper, as under real sleeping -----------
+
+
+def _side_by_side(n: int, way: str, work: Callable[[int], Any]) -> list[Any]:
+    """``work(i)`` for i in range(n), all at once: in a thread pool or in
+    plain threads; an exception is returned as the result."""
+
+    def guarded(i: int) -> Any:
+        try:
+            return work(i)
+        except Exception as exc:
+            return exc
+
+    if way == "pool":
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(guarded, range(n)))
+    results: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        results[i] = guarded(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def _rate_limited_then_ok(n: int) -> MockServer:
+    """A server whose first n requests get 429 retry-after 3, the next n an answer."""
+    server = MockServer()
+    for _ in range(n):
+        server.push(429, headers={"retry-after": "3"})
+    for _ in range(n):
+        server.push_text("waited")
+    return server
+
+
+@pytest.mark.parametrize("way", ["pool", "threads"])
+@pytest.mark.parametrize("n", [10, 16, 40])
+def test_threads_that_each_wait_3_s_all_end_at_plus_3_s(n, way):
+    server = _rate_limited_then_ok(n)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(server)}, sleeper=sleeper)
+    start = sleeper.time()
+    answers = _side_by_side(n, way, lambda _: client.prompt("Hi").text)
+    server.close()
+    assert answers == ["waited"] * n
+    assert sleeper.sleeps == [3.0] * n
+    # Each call's first request came before any retry (the server served
+    # its 429s first), and the clock moved by one wait, not by many.
+    assert sleeper.time() == start + 3.0
+
+
+@pytest.mark.parametrize("n", [10, 16, 40])
+def test_tasks_that_each_wait_3_s_all_end_at_plus_3_s(n):
+    server = _rate_limited_then_ok(n)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(server)}, sleeper=sleeper)
+    start = sleeper.time()
+
+    async def main() -> list[str]:
+        answers = await asyncio.gather(*(client.prompt_async("Hi") for _ in range(n)))
+        return [r.text for r in answers]
+
+    answers = asyncio.run(main())
+    server.close()
+    assert answers == ["waited"] * n
+    assert sleeper.sleeps == [3.0] * n
+    assert sleeper.time() == start + 3.0
+
+
+def test_calls_one_after_another_add_up(mock_server):
+    for _ in range(2):
+        mock_server.push(429, headers={"retry-after": "3"})
+        mock_server.push_text("waited")
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    start = sleeper.time()
+    client.prompt("Hi")
+    client.prompt("Hi")
+    assert (sleeper.sleeps, sleeper.time()) == ([3.0, 3.0], start + 6.0)
+
+
+@pytest.mark.parametrize("way", ["pool", "threads"])
+def test_threads_calling_one_after_another_add_up(way):
+    servers = [MockServer() for _ in range(10)]
+    for server in servers:
+        for _ in range(2):
+            server.push(429, headers={"retry-after": "3"})
+            server.push_text("waited")
+    sleeper = FakeSleeper()
+    clients = [failover.Client({"a": openai(s)}, sleeper=sleeper) for s in servers]
+    start = sleeper.time()
+    answers = _side_by_side(
+        10, way, lambda i: [clients[i].prompt("Hi").text, clients[i].prompt("Hi").text]
+    )
+    for server in servers:
+        server.close()
+    assert answers == [["waited", "waited"]] * 10
+    assert sleeper.sleeps == [3.0] * 20
+    assert sleeper.time() == start + 6.0
+
+
+@pytest.mark.parametrize("way", ["pool", "threads"])
+def test_each_threads_deadline_counts_only_its_own_sleeps(way):
+    # Ten threads that each wait 3 s three times fit a 10 s deadline each
+    # (90 s slept in all)...
+    fit = [MockServer() for _ in range(10)]
+    for server in fit:
+        for _ in range(3):
+            server.push(429, headers={"retry-after": "3"})
+        server.push_text("in time")
+    sleeper = FakeSleeper()
+    clients = [
+        failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0, retry=RETRY_5)
+        for s in fit
+    ]
+    start = sleeper.time()
+    assert _side_by_side(10, way, lambda i: clients[i].prompt("Hi").text) == ["in time"] * 10
+    assert (sleeper.sleeps, sleeper.time()) == ([3.0] * 30, start + 9.0)
+    # ...and waits of 4 s do not: 8 s each, and a third would end past it.
+    late = [MockServer() for _ in range(10)]
+    for server in late:
+        for _ in range(3):
+            server.push(429, headers={"retry-after": "4"})
+    sleeper = FakeSleeper()
+    clients = [
+        failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0, retry=RETRY_5)
+        for s in late
+    ]
+    start = sleeper.time()
+    failures = _side_by_side(10, way, lambda i: clients[i].prompt("Hi"))
+    assert all(isinstance(f, failover.RateLimited) for f in failures), failures
+    assert [len(s.requests) for s in late] == [3] * 10
+    assert (sleeper.sleeps, sleeper.time()) == ([4.0] * 20, start + 8.0)
+    for server in fit + late:
+        server.close()
+
+
+RETRY_5 = failover.RetryPolicy(max_retries_last=5)
+
+
+@pytest.mark.parametrize("way", ["pool", "threads"])
+def test_a_cooldown_one_thread_set_runs_on_the_time_all_threads_share(way):
+    cooling, backup, waited = MockServer(), MockServer(), _rate_limited_then_ok(10)
+    sleeper = FakeSleeper()
+    cooled = failover.Client({"a": openai(cooling), "b": openai(backup)}, sleeper=sleeper)
+    waits = failover.Client({"c": openai(waited)}, sleeper=sleeper)
+    # One thread's call is told to keep off a for 60 s: a cools, b answers.
+    cooling.push(429, headers={"retry-after": "60"}, json={"error": {"message": "quiet"}})
+    for _ in range(11):
+        backup.push_text("from b")
+    assert _side_by_side(1, way, lambda _: cooled.prompt("Hi").provider) == ["b"]
+
+    def wait_then_ask(_: int) -> tuple[float, str]:
+        waits.prompt("Hi")
+        # 3 s later for every thread: a is still cooling, for 57 s more.
+        return cooled.cooldowns()["a"], cooled.prompt("Hi").provider
+
+    results = _side_by_side(10, way, wait_then_ask)
+    assert results == [(pytest.approx(57.0), "b")] * 10
+    assert len(cooling.requests) == 1
+    # Once the cooldown's time has passed, a is called again.
+    sleeper.advance(57)
+    cooling.push_text("from a")
+    assert cooled.prompt("Hi").provider == "a"
+    for server in (cooling, backup, waited):
+        server.close()
 
 
 def test_mock_server_records_and_scripts():

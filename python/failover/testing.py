@@ -1,7 +1,7 @@
 """Testing utilities, part of the product.
 
 - ``FakeSleeper``: pass as ``Client(sleeper=...)``; sleeps are recorded and
-  return at once, on a virtual clock that the deadline follows too.
+  take no real time, on a virtual clock that the deadline follows too.
 - ``fake_sleep()``: every client without its own sleeper uses one FakeSleeper
   inside the block.
 - ``MockServer``: a real HTTP server on 127.0.0.1 (in Rust) playing back
@@ -28,11 +28,13 @@ __all__ = ["FakeSleeper", "MockServer", "RecordedRequest", "fake_sleep"]
 
 
 class FakeSleeper:
-    """Records each requested sleep and returns at once, moving a virtual clock.
+    """Records each requested sleep and returns without sleeping, moving a virtual clock.
 
     The clock starts at the real time (whole seconds) when the FakeSleeper is made and moves
-    only by the sleeps; HTTP-dates, reset times and the deadline are measured
-    against it.
+    only by the sleeps (and ``advance()``); HTTP-dates, reset times, cooldowns and the deadline
+    are measured against it. Calls side by side under it (threads or tasks) wait for each other
+    as under real sleeping: the time moves only when every call in flight is sleeping, then to
+    the earliest wake-up (the README says how long it waits for calls just starting).
     """
 
     def __init__(self) -> None:
@@ -48,6 +50,7 @@ class FakeSleeper:
         return self._native_clock.time()
 
     def __call__(self, seconds: float) -> None:
+        """Records a sleep and moves the clock at once (waking the calls due by then)."""
         self._native_clock.sleep(seconds)
 
     def advance(self, seconds: float) -> None:

@@ -11,7 +11,7 @@ pub mod policy;
 pub mod state;
 
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
-pub use clock::{Clock, ManualCallClock, ManualClock, TokioClock};
+pub use clock::{Clock, ManualCallClock, ManualClock, TimeHold, TokioClock};
 pub use failover::{
     run, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
     CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,

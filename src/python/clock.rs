@@ -2,6 +2,7 @@
 //! `failover.testing.FakeSleeper`, or any callable.
 
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pyo3::prelude::*;
@@ -14,11 +15,46 @@ use super::runtime::Interrupt;
 use crate::engine::clock::SleepFuture;
 use crate::engine::{Clock, ManualCallClock, ManualClock, TokioClock};
 
-/// A virtual clock: sleeps are recorded and return at once; time moves only
-/// by them. The deadline and HTTP-date hints are measured on it.
+/// A virtual clock: the deadline, HTTP-dates, reset times and cooldowns are
+/// measured on it, and time moves only by sleeps. A sleep from Python
+/// (`FakeSleeper(seconds)`) is recorded and moves it at once; the calls under
+/// it wait for each other ([`ManualCallClock`]), so calls side by side, in
+/// threads or tasks, wake together as under real sleeping.
 #[pyclass(frozen, module = "failover._native")]
 pub struct VirtualClock {
     pub(crate) clock: ManualClock,
+    /// The thread that made it: the test's own.
+    home: ThreadId,
+}
+
+/// How long, in real time, the virtual time stays put after a call starts,
+/// so that calls started together all join before a sleep moves it: the
+/// settle of [`ManualClock::for_call`]. An async call's lasts, besides, until
+/// its event loop has run what was ready to run when the call started (the
+/// first steps of the tasks gathered with it, each starting its call), so a
+/// loaded machine cannot split them; the few milliseconds are for tasks
+/// that start their calls a turn or two later.
+const TASK_SETTLE: Duration = Duration::from_millis(5);
+/// Threads start theirs further apart: each must take the GIL, and a thread
+/// running Python code gives it up only every 5 ms (the switch interval),
+/// so starts come several of those apart on a busy machine (up to 9 ms
+/// measured with 40 threads on two loaded cores).
+const THREAD_SETTLE: Duration = Duration::from_millis(50);
+
+impl VirtualClock {
+    /// The settle of a call started now on this thread. A sync call on the
+    /// FakeSleeper's own thread has none: that thread is blocked in it, so
+    /// no call can start there to join it, and tests that make calls one
+    /// after another stay as fast as before.
+    fn settle(&self, is_async: bool) -> Duration {
+        if std::thread::current().id() != self.home {
+            THREAD_SETTLE
+        } else if is_async {
+            TASK_SETTLE
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
 #[pymethods]
@@ -27,6 +63,7 @@ impl VirtualClock {
     fn new() -> Self {
         Self {
             clock: ManualClock::new(),
+            home: std::thread::current().id(),
         }
     }
 
@@ -48,7 +85,7 @@ impl VirtualClock {
             .map_or(0.0, |d| d.as_secs_f64())
     }
 
-    /// Records a sleep and moves the clock, at once.
+    /// Records a sleep and moves the clock, at once (waking calls due by then).
     fn sleep(&self, seconds: f64) {
         let duration = crate::engine::hints::secs(seconds).unwrap_or(Duration::ZERO);
         drop(self.clock.sleep(duration));
@@ -208,7 +245,13 @@ impl CallClock {
             return Ok(Self::Real(TokioClock::new()));
         };
         if let Ok(virtual_clock) = sleeper.cast::<VirtualClock>() {
-            return Ok(Self::Virtual(virtual_clock.get().clock.for_call()));
+            let virtual_clock = virtual_clock.get();
+            let settle = virtual_clock.settle(locals.is_some());
+            let call = virtual_clock.clock.for_call(settle);
+            if let Some(locals) = locals {
+                hold_for_a_loop_turn(sleeper.py(), &virtual_clock.clock, locals);
+            }
+            return Ok(Self::Virtual(call));
         }
         if !sleeper.is_callable() {
             return Err(configuration_error(
@@ -221,6 +264,26 @@ impl CallClock {
             locals: locals.cloned(),
             interrupt: interrupt.clone(),
         }))
+    }
+}
+
+/// Keeps `clock`'s time until `locals`' event loop has run the callbacks
+/// ready now: asyncio runs those of one turn in order, and a callback
+/// scheduled now runs after them.
+fn hold_for_a_loop_turn(py: Python<'_>, clock: &ManualClock, locals: &TaskLocals) {
+    let hold = Mutex::new(Some(clock.hold()));
+    let release = PyCFunction::new_closure(
+        py,
+        None,
+        None,
+        move |_: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| {
+            drop(hold.lock().unwrap_or_else(|e| e.into_inner()).take());
+        },
+    );
+    // A loop that cannot take it (closing) ends the hold at once: the
+    // closure, and the hold with it, is dropped.
+    if let Ok(release) = release {
+        let _ = locals.event_loop(py).call_method1("call_soon", (release,));
     }
 }
 
