@@ -577,7 +577,8 @@ pub(super) async fn run_engine(
         result = run => result,
     };
     // The engine may finish in the same poll in which a hook or a sleeper
-    // asked to end the call (a FakeSleeper never yields): the interrupt wins.
+    // asked to end the call (a sleep that returns at once does not yield):
+    // the interrupt wins.
     if let Ok(error) = interrupted.try_recv() {
         return Err(ended(error));
     }
