@@ -135,8 +135,19 @@ def _first_chunk(face: str, client: failover.Client, **kwargs: Any) -> Any:
     return asyncio.run(run())
 
 
-def _run_side_by_side(calls: dict[str, Callable[[], Any]]) -> list[Ended]:
-    """Runs each call in its own thread, all at once, and says how each ended."""
+def _run_side_by_side(
+    calls: dict[str, Callable[[], Any]], servers: list[MockServer]
+) -> list[Ended]:
+    """Runs each call in its own thread, all at once, says how each ended, and then closes the
+    servers (still sending their keep-alives)."""
+    try:
+        return _side_by_side(calls)
+    finally:
+        for server in servers:
+            server.close()
+
+
+def _side_by_side(calls: dict[str, Callable[[], Any]]) -> list[Ended]:
     ended: list[Ended] = []
     lock = threading.Lock()
 
@@ -183,11 +194,7 @@ def test_a_stream_start_ends_at_the_deadline_whatever_comes_before_content(
             c = client(chain)
             label = f"{face}, {'a chain' if chain else 'one provider'}"
             calls[label] = lambda c=c, face=face: _first_chunk(face, c, deadline=DEADLINE)
-    try:
-        ended = _run_side_by_side(calls)
-    finally:
-        for server in servers:
-            server.close()
+    ended = _run_side_by_side(calls, servers)
     for call in ended:
         assert isinstance(call.outcome, failover.DeadlineExceeded), (call.label, call.outcome)
         assert call.elapsed < BOUND, (call.label, call.elapsed)
@@ -222,11 +229,7 @@ def test_a_restart_ends_at_the_deadline_counted_from_its_cut(timeout: float) -> 
             return asyncio.run(run())
 
         calls[face] = read_all
-    try:
-        ended = _run_side_by_side(calls)
-    finally:
-        for server in servers:
-            server.close()
+    ended = _run_side_by_side(calls, servers)
     for call in ended:
         assert isinstance(call.outcome, failover.StreamInterrupted), (call.label, call.outcome)
         assert isinstance(call.outcome.__cause__, failover.DeadlineExceeded), call.label

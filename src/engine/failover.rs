@@ -1347,6 +1347,15 @@ mod tests {
             }
         }
 
+        /// How long `key` still cools, if it does.
+        fn cooling_left(&self, key: &str) -> Option<Duration> {
+            self.state
+                .cooldowns(self.clock.wall())
+                .into_iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, d)| d)
+        }
+
         fn call(
             &self,
             policy: &RetryPolicy,
@@ -1436,14 +1445,7 @@ mod tests {
             max_retries: 0,
             ..RetryPolicy::default()
         };
-        let left = |key: &str| {
-            shared
-                .state
-                .cooldowns(shared.clock.wall())
-                .into_iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, d)| d)
-        };
+        let left = |key: &str| shared.cooling_left(key);
         let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);
         assert_eq!(left("p0"), Some(Duration::from_secs(5)));
         shared.clock.advance(Duration::from_secs(5));
@@ -1544,14 +1546,7 @@ mod tests {
             max_retries: 0,
             ..RetryPolicy::default()
         };
-        let left = |key: &str| {
-            shared
-                .state
-                .cooldowns(shared.clock.wall())
-                .into_iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, d)| d)
-        };
+        let left = |key: &str| shared.cooling_left(key);
         let mut seen = Vec::new();
         for _ in 0..5 {
             let _ = shared.call(&policy, vec![err(Overloaded, Some(503), &[]), Ok("b")]);

@@ -190,14 +190,7 @@ impl ReqwestTransport {
         };
         match tokio::time::timeout(timeout, opened).await {
             Ok(result) => result,
-            Err(_) => Err(Failure::without_response(
-                ErrorKind::Timeout,
-                format!(
-                    "no response from {} within {:.3}s",
-                    host_of(&request.url),
-                    timeout.as_secs_f64()
-                ),
-            )),
+            Err(_) => Err(no_response_within(request, timeout)),
         }
     }
 }
@@ -342,17 +335,23 @@ impl Transport for ReqwestTransport {
         Box::pin(async move {
             match tokio::time::timeout(timeout, self.send_inner(request)).await {
                 Ok(result) => result,
-                Err(_) => Err(Failure::without_response(
-                    ErrorKind::Timeout,
-                    format!(
-                        "no response from {} within {:.3}s",
-                        host_of(&request.url),
-                        timeout.as_secs_f64()
-                    ),
-                )),
+                Err(_) => Err(no_response_within(request, timeout)),
             }
         })
     }
+}
+
+/// The attempt's own timeout ran out: the provider's failure (the engine's
+/// deadline is another bound, applied by the caller).
+fn no_response_within(request: &HttpRequest, timeout: Duration) -> Failure {
+    Failure::without_response(
+        ErrorKind::Timeout,
+        format!(
+            "no response from {} within {:.3}s",
+            host_of(&request.url),
+            timeout.as_secs_f64()
+        ),
+    )
 }
 
 /// `host:port` of a URL, for messages: never its user part, path or query.
