@@ -238,6 +238,26 @@ impl RedisState {
         format!("{}:{token}", self.id)
     }
 
+    /// Asks Redis once, in place (the engine asks synchronously), waiting at
+    /// most the state timeout, and at most `within` (what the call can
+    /// spare before its deadline).
+    fn ask<T>(
+        &self,
+        within: Option<Duration>,
+        question: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Asked<T> {
+        let bound = within.map_or(self.timeout, |w| w.min(self.timeout));
+        let asked = tokio::task::block_in_place(|| {
+            self.handle
+                .block_on(async { tokio::time::timeout(bound, question).await })
+        });
+        match asked {
+            Ok(answer) => Asked::Answer(answer),
+            Err(_) if bound < self.timeout => Asked::NoTimeToSpare,
+            Err(_) => Asked::TimedOut,
+        }
+    }
+
     /// Notes how the last exchange with Redis went: a change is said once.
     fn went(&self, ok: bool, why: &str) {
         let was_down = self.down.swap(!ok, Ordering::SeqCst);
@@ -553,6 +573,16 @@ async fn read_index(state: Weak<RedisState>, wait: Duration) {
     }
 }
 
+/// How a question to Redis went.
+enum Asked<T> {
+    Answer(redis::RedisResult<T>),
+    /// No answer within the state timeout: Redis is taken for down.
+    TimedOut,
+    /// No answer within what the call could spare: this call goes on with
+    /// the mirror, and says nothing of Redis.
+    NoTimeToSpare,
+}
+
 impl SharedState for RedisState {
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling> {
         self.mirror.cooling(key, now)
@@ -610,9 +640,15 @@ impl SharedState for RedisState {
             .or_default() += 1;
     }
 
-    fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool {
+    fn spend_retry(
+        &self,
+        key: &str,
+        now: SystemTime,
+        budget: &RetryBudget,
+        within: Option<Duration>,
+    ) -> bool {
         if self.down.load(Ordering::SeqCst) {
-            return self.mirror.spend_retry(key, now, budget);
+            return self.mirror.spend_retry(key, now, budget, None);
         }
         let mut conn = self.manager.clone();
         let (size, count) = buckets(budget);
@@ -626,28 +662,25 @@ impl SharedState for RedisState {
             .arg(reserve)
             .arg(bucket)
             .arg(size);
-        let asked = tokio::task::block_in_place(|| {
-            self.handle.block_on(async {
-                tokio::time::timeout(self.timeout, invocation.invoke_async::<i64>(&mut conn)).await
-            })
-        });
+        let asked = self.ask(within, invocation.invoke_async::<i64>(&mut conn));
         match asked {
-            Ok(Ok(granted)) => {
+            Asked::Answer(Ok(granted)) => {
                 self.went(true, "");
                 if granted == 1 {
                     // Counted in the mirror too, for a fall back to start near the truth.
-                    self.mirror.spend_retry(key, now, budget);
+                    self.mirror.spend_retry(key, now, budget, None);
                 }
                 granted == 1
             }
-            Ok(Err(e)) => {
+            Asked::Answer(Err(e)) => {
                 self.went(false, &e.to_string());
-                self.mirror.spend_retry(key, now, budget)
+                self.mirror.spend_retry(key, now, budget, None)
             }
-            Err(_) => {
+            Asked::TimedOut => {
                 self.went(false, "no answer within the state timeout");
-                self.mirror.spend_retry(key, now, budget)
+                self.mirror.spend_retry(key, now, budget, None)
             }
+            Asked::NoTimeToSpare => self.mirror.spend_retry(key, now, budget, None),
         }
     }
 
@@ -663,8 +696,14 @@ impl SharedState for RedisState {
     /// key set only if absent, expiring on its own (a prober that crashed
     /// holds nothing for longer than its lease). With Redis down, the
     /// process's own probe.
-    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64> {
-        let token = self.mirror.take_probe(key, now, lease)?;
+    fn take_probe(
+        &self,
+        key: &str,
+        now: SystemTime,
+        lease: Duration,
+        within: Option<Duration>,
+    ) -> Option<u64> {
+        let token = self.mirror.take_probe(key, now, lease, None)?;
         if self.down.load(Ordering::SeqCst) {
             return Some(token);
         }
@@ -676,30 +715,26 @@ impl SharedState for RedisState {
             .arg("NX")
             .arg("PX")
             .arg(ms);
-        let asked = tokio::task::block_in_place(|| {
-            self.handle.block_on(async {
-                tokio::time::timeout(self.timeout, set.query_async::<Option<String>>(&mut conn))
-                    .await
-            })
-        });
+        let asked = self.ask(within, set.query_async::<Option<String>>(&mut conn));
         match asked {
-            Ok(Ok(Some(_))) => {
+            Asked::Answer(Ok(Some(_))) => {
                 self.went(true, "");
                 Some(token)
             }
-            Ok(Ok(None)) => {
+            Asked::Answer(Ok(None)) => {
                 self.went(true, "");
                 self.mirror.release_probe(key, token);
                 None
             }
-            Ok(Err(e)) => {
+            Asked::Answer(Err(e)) => {
                 self.went(false, &e.to_string());
                 Some(token)
             }
-            Err(_) => {
+            Asked::TimedOut => {
                 self.went(false, "no answer within the state timeout");
                 Some(token)
             }
+            Asked::NoTimeToSpare => Some(token),
         }
     }
 

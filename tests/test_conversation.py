@@ -709,6 +709,22 @@ def test_thinking_drops_the_sampling_hints_anthropic_refuses_beside_it(
     assert "while thinking is on" in notes[0]
 
 
+def test_a_thinking_budget_gets_room_above_it_in_max_tokens(mock_server):
+    """Anthropic refuses a max_tokens at or below thinking's budget_tokens: with none given,
+    the budget comes on top of the usual 4096; one given is the caller's."""
+    thinking = {"type": "enabled", "budget_tokens": 8000}
+    client = failover.Client({"claude": anthropic(mock_server, params={"thinking": thinking})})
+    for given, sent in [(None, 12096), (9000, 9000)]:
+        mock_server.push_text("ok", wire="anthropic")
+        client.prompt("Hi", max_tokens=given)
+        assert mock_server.requests[-1].json["max_tokens"] == sent
+    # Adaptive thinking names no budget; without thinking nothing is added.
+    for params in [{"thinking": {"type": "adaptive"}}, {"thinking": {"type": "disabled"}}, None]:
+        mock_server.push_text("ok", wire="anthropic")
+        failover.Client({"claude": anthropic(mock_server, params=params)}).prompt("Hi")
+        assert mock_server.requests[-1].json["max_tokens"] == 4096
+
+
 def test_without_thinking_anthropic_gets_the_temperature(mock_server):
     mock_server.push_text("ok", wire="anthropic")
     disabled = anthropic(mock_server, params={"thinking": {"type": "disabled"}})

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -275,28 +276,71 @@ def test_a_brief_redis_stall_does_not_slow_later_calls(
     assert [t for t in took if t >= 0.2] == [], took
 
 
-def test_the_first_read_of_a_frozen_redis_counts_against_the_deadline(
-    redis_url: str, mock_server: MockServer
-) -> None:
-    """A fresh client waits for the fleet's state within the state timeout (3 s here), but
-    never past the call's deadline (0.3 s): the wait is the call's, and counts."""
+@contextmanager
+def frozen(redis_url: str, seconds: float = 3.5) -> Iterator[None]:
+    """Redis answers nothing for ``seconds`` (DEBUG SLEEP), then the block waits for it back."""
     stall = subprocess.Popen(
-        ["redis-cli", "-p", redis_url.rsplit(":", 1)[1], "debug", "sleep", "3.5"]
+        ["redis-cli", "-p", redis_url.rsplit(":", 1)[1], "debug", "sleep", str(seconds)]
     )
     try:
         time.sleep(0.2)  # the stall has begun
-        client = failover.Client(
-            {"a": openai(mock_server)},
-            state=failover.RedisState(redis_url, prefix=prefix(), timeout=3.0),
-        )
-        started = time.perf_counter()
-        with pytest.raises(failover.DeadlineExceeded):
-            client.prompt("Hi", deadline=0.3)
-        # The failure mode is the state timeout, 3 s: a bound with a wide margin.
-        assert time.perf_counter() - started < 2.0
-        assert mock_server.requests == []
+        yield
     finally:
         stall.wait(10)
+
+
+def redis_client(redis_url: str, *servers: MockServer) -> failover.Client:
+    """A client whose state timeout (3 s) is far beyond the calls' deadline (1 s)."""
+    return failover.Client(
+        {n: openai(s) for n, s in zip("ab", servers)},
+        state=failover.RedisState(redis_url, prefix=prefix(), timeout=3.0),
+    )
+
+
+# A frozen Redis must not carry a call past its deadline, nor fail it: a wait on the fleet's
+# state takes at most half the time the call has left, then the local state answers. Each
+# call below has a 1 s deadline against a 3 s state timeout, and its provider answers at once:
+# it succeeds, and ends well before the 3 s the state timeout would have taken (a bound with
+# a wide margin).
+
+
+def test_a_fresh_clients_first_read_of_a_frozen_redis_spares_the_deadline(
+    redis_url: str, mock_server: MockServer
+) -> None:
+    with frozen(redis_url):
+        client = redis_client(redis_url, mock_server)
+        mock_server.push_text("a")
+        started = time.perf_counter()
+        assert client.prompt("Hi", deadline=1.0).text == "a"
+        assert time.perf_counter() - started < 2.0
+
+
+def test_a_retrys_budget_asked_of_a_frozen_redis_spares_the_deadline(
+    redis_url: str, mock_server: MockServer
+) -> None:
+    client = redis_client(redis_url, mock_server)
+    mock_server.push_text("warm")
+    client.prompt("Hi")  # the first read is done
+    with frozen(redis_url):
+        mock_server.push(503, headers={"retry-after": "0"}, json=SLOW)
+        mock_server.push_text("a")
+        started = time.perf_counter()
+        r = client.prompt("Hi", deadline=1.0)
+        assert (r.text, [a.status for a in r.attempts]) == ("a", [503, 200])
+        assert time.perf_counter() - started < 2.0
+
+
+def test_a_probe_taken_of_a_frozen_redis_spares_the_deadline(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    client = redis_client(redis_url, mock_server, backup_server)
+    cool_briefly(mock_server, backup_server, client)
+    with frozen(redis_url):
+        mock_server.push_text("a")
+        started = time.perf_counter()
+        r = client.prompt("Hi", deadline=1.0)
+        assert r.provider == "a"  # the probe, taken locally
+        assert time.perf_counter() - started < 2.0
 
 
 def test_databases_do_not_share_cooldowns(

@@ -406,7 +406,8 @@ where
             .and_then(|state| Some((state, state.half_open(slot.state_key, clock.wall())?)));
         let probe = match half_open {
             Some((state, ended)) => {
-                match state.take_probe(slot.state_key, clock.wall(), spec.attempt_timeout) {
+                let within = super::state::spare(remaining(clock));
+                match state.take_probe(slot.state_key, clock.wall(), spec.attempt_timeout, within) {
                     Some(token) => Some(Probe {
                         state,
                         key: slot.state_key,
@@ -522,15 +523,19 @@ where
                 return Err(fail(error, attempts, reason));
             }
             let Verdict { decision, reason } = spec.policy.decide_explained(&situation, unit());
-            let within_budget = |state: &dyn SharedState, budget| {
-                state.spend_retry(slot.state_key, clock.wall(), budget)
+            // The budget's round trip comes before the wait: it may take part
+            // of what the wait leaves.
+            let within_budget = |state: &dyn SharedState, budget, wait: Duration| {
+                let within = super::state::spare(remaining(clock).map(|l| l.saturating_sub(wait)));
+                state.spend_retry(slot.state_key, clock.wall(), budget, within)
             };
             let (fail_over, reason) = match decision {
                 // (Checked only for a wait the deadline allows: the budget
                 // counts the retries it grants.)
                 Decision::Retry(wait)
                     if remaining(clock).is_none_or(|l| wait < l)
-                        && budget.is_some_and(|(state, budget)| !within_budget(state, budget)) =>
+                        && budget
+                            .is_some_and(|(state, budget)| !within_budget(state, budget, wait)) =>
                 {
                     let why = "retry skipped: the retry budget is spent";
                     attempts.push(AttemptRecord::skipped(index, why));
@@ -1604,7 +1609,7 @@ mod tests {
         // Another call holds the probe: this one keeps to p1.
         let token = shared
             .state
-            .take_probe("p0", now, Duration::from_secs(60))
+            .take_probe("p0", now, Duration::from_secs(60), None)
             .unwrap();
         let (called, result) = shared.call(&policy, vec![Ok("b")]);
         assert_eq!(called, vec![1]);
@@ -1622,7 +1627,9 @@ mod tests {
         };
         let t0 = alone.clock.wall();
         alone.state.cool("p0", t0, t0, "x");
-        let _held = alone.state.take_probe("p0", t0, Duration::from_secs(60));
+        let _held = alone
+            .state
+            .take_probe("p0", t0, Duration::from_secs(60), None);
         let (called, _) = alone.call(&policy, vec![Ok("a")]);
         assert_eq!(called, vec![0]);
         // Given back, the next call probes p0; a failure starts the next

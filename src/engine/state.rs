@@ -31,6 +31,18 @@ impl Default for RetryBudget {
     }
 }
 
+/// What share of the time a call has left it spares for a wait on a
+/// fleet-wide store (its first read, a retry's budget, a probe's lease):
+/// half, so a slow store never takes the time a provider could answer in
+/// (the store then answers from its local mirror, as when it is down).
+pub const SPARE: f64 = 0.5;
+
+/// The longest a call with `left` before its deadline waits on a
+/// fleet-wide store; `None` (no deadline): the store's own timeout.
+pub fn spare(left: Option<Duration>) -> Option<Duration> {
+    left.map(|l| l.mul_f64(SPARE))
+}
+
 /// A provider cooling down: since and until when, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cooling {
@@ -65,8 +77,15 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// A first attempt to `key` at `now`, for the budget.
     fn note_call(&self, key: &str, now: SystemTime, budget: &RetryBudget);
     /// Whether a retry to `key` fits the budget at `now`; if it does, it is
-    /// counted.
-    fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool;
+    /// counted. `within`: the longest the call can spare waiting on a
+    /// fleet-wide store (see [`SPARE`]); `None`, its own timeout.
+    fn spend_retry(
+        &self,
+        key: &str,
+        now: SystemTime,
+        budget: &RetryBudget,
+        within: Option<Duration>,
+    ) -> bool;
     /// Every cooldown still running at `now`, by key.
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
     /// The cooldown of `key` that has ended by `now` with no success since
@@ -75,8 +94,15 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// Takes the probe of half-open `key` for a call, for `lease` at most
     /// (a call that never gives it back does not hold it for ever): a token
     /// to give back, or `None` while another call holds it (with a
-    /// fleet-wide store, a call anywhere in the fleet).
-    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64>;
+    /// fleet-wide store, a call anywhere in the fleet). `within` as for
+    /// [`SharedState::spend_retry`].
+    fn take_probe(
+        &self,
+        key: &str,
+        now: SystemTime,
+        lease: Duration,
+        within: Option<Duration>,
+    ) -> Option<u64>;
     /// Whether a call of this process holds the probe of `key` at `now`.
     fn probed(&self, key: &str, now: SystemTime) -> bool;
     /// Extends the probe `token` of `key` to `lease` from `now` (a probing
@@ -211,7 +237,13 @@ impl SharedState for LocalState {
         });
     }
 
-    fn spend_retry(&self, key: &str, now: SystemTime, budget: &RetryBudget) -> bool {
+    fn spend_retry(
+        &self,
+        key: &str,
+        now: SystemTime,
+        budget: &RetryBudget,
+        _within: Option<Duration>,
+    ) -> bool {
         self.with(key, |entry| {
             prune(&mut entry.calls, now, budget.window);
             prune(&mut entry.retries, now, budget.window);
@@ -246,7 +278,13 @@ impl SharedState for LocalState {
         entries.get(key)?.cooling.clone().filter(|c| c.until <= now)
     }
 
-    fn take_probe(&self, key: &str, now: SystemTime, lease: Duration) -> Option<u64> {
+    fn take_probe(
+        &self,
+        key: &str,
+        now: SystemTime,
+        lease: Duration,
+        _within: Option<Duration>,
+    ) -> Option<u64> {
         self.with(key, |entry| {
             if entry.probe.is_some_and(|(_, ends)| ends > now) {
                 return None;
@@ -331,13 +369,13 @@ mod tests {
         }
         // 10% of 100 calls, plus 0.5/s x 10 s.
         let granted = (0..100)
-            .filter(|_| state.spend_retry("p", at(1), &budget))
+            .filter(|_| state.spend_retry("p", at(1), &budget, None))
             .count();
         assert_eq!(granted, 15);
         // The window moves on: the old calls and retries no longer count.
         assert_eq!(
             (0..100)
-                .filter(|_| state.spend_retry("p", at(20), &budget))
+                .filter(|_| state.spend_retry("p", at(20), &budget, None))
                 .count(),
             5
         );
@@ -354,13 +392,13 @@ mod tests {
         state.cool("a", at(0), at(10), "failed");
         assert!(state.half_open("a", at(9)).is_none(), "still cooling");
         assert!(state.half_open("a", at(10)).is_some());
-        let first = state.take_probe("a", at(10), lease).unwrap();
+        let first = state.take_probe("a", at(10), lease, None).unwrap();
         assert!(state.probed("a", at(11)));
-        assert_eq!(state.take_probe("a", at(11), lease), None);
+        assert_eq!(state.take_probe("a", at(11), lease, None), None);
         // Kept for longer by its holder; a lease that runs out frees it.
         state.keep_probe("a", first, at(20), lease);
-        assert_eq!(state.take_probe("a", at(45), lease), None);
-        let second = state.take_probe("a", at(50), lease).unwrap();
+        assert_eq!(state.take_probe("a", at(45), lease, None), None);
+        let second = state.take_probe("a", at(50), lease, None).unwrap();
         // The first holder's late release leaves the second's probe alone.
         state.release_probe("a", first);
         assert!(state.probed("a", at(51)));

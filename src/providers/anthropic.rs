@@ -97,11 +97,23 @@ pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) 
             _ => json!({"role": role, "content": content}),
         })
         .collect();
+    let thinking = thinking(params, request);
+    // Anthropic takes no `max_tokens` at or below a thinking budget: when
+    // the caller names none, the budget comes on top of the usual room.
+    let budget = params
+        .filter(|_| thinking == Thinking::On)
+        .and_then(|p| p.pointer("/thinking/budget_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert(
         "max_tokens".into(),
-        Value::from(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        Value::from(
+            request
+                .max_tokens
+                .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget)),
+        ),
     );
     // Whitespace-only system text is refused there, as any text block is.
     system.retain(|s| !s.trim().is_empty());
@@ -109,7 +121,7 @@ pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) 
         body.insert("system".into(), Value::from(system.join("\n\n")));
     }
     body.insert("messages".into(), Value::Array(messages));
-    let hints = sampling_hints(request, thinking(params, request));
+    let hints = sampling_hints(request, thinking);
     if let Some(t) = hints.temperature {
         body.insert("temperature".into(), Value::from(t));
     }

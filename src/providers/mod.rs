@@ -314,6 +314,11 @@ pub async fn exchange(
             left.as_secs_f64()
         ))
     };
+    if left.is_zero() {
+        // Nothing is sent once the time is gone (a key callable used it up):
+        // a fast server must not answer a call past its deadline.
+        return Err(out_of_time());
+    }
     let started = tokio::time::Instant::now();
     match tokio::time::timeout(left, attempt).await {
         // A wait inside the attempt was cut to the time left too, and may

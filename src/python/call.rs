@@ -429,11 +429,12 @@ pub(super) async fn run_engine(
     call_id: &str,
     resume: Option<engine::Resume>,
 ) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
-    // A fleet-wide state's first read, bounded by its timeout and by the
-    // deadline, which counts it: the call began before it.
+    // A fleet-wide state's first read, bounded by its timeout and by what
+    // the call can spare of its deadline, which counts it: the call began
+    // before it.
     let began = engine::Clock::now(&call.clock);
-    match call.deadline {
-        Some(deadline) => drop(tokio::time::timeout(deadline, inner.state.settle()).await),
+    match engine::state::spare(call.deadline) {
+        Some(within) => drop(tokio::time::timeout(within, inner.state.settle()).await),
         None => inner.state.settle().await,
     }
     let spent = engine::Clock::now(&call.clock).saturating_sub(began);
