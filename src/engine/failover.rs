@@ -274,31 +274,16 @@ pub struct Resume {
 }
 
 /// Runs one call: tries each provider in order, retrying and sleeping as the
-/// policy decides, never past the deadline.
+/// policy decides, never past the deadline; with `resume`, it picks up after
+/// an answer already handed out broke off: from its provider on, with its
+/// failure as that provider's latest attempt (the deadline counts from now:
+/// a restart is a new start). `None` is a call from its start.
 ///
 /// `attempt(provider, bounds)` makes one attempt at `spec.providers[provider]`:
 /// each of its waits ends after `bounds.timeout`, and the whole attempt after
 /// `bounds.left` (the deadline) with a [`Failure::out_of_time`].
 /// `unit` draws from U[0,1) for jitter; `on_event` sees every retry and
 /// failover. A failed call is the `Err`, for the caller to report.
-pub async fn run<T, F, Fut>(
-    spec: &CallSpec<'_>,
-    clock: &dyn Clock,
-    unit: &mut (dyn FnMut() -> f64 + Send),
-    on_event: &mut (dyn FnMut(Event) + Send),
-    attempt: F,
-) -> Result<Success<T>, CallFailure>
-where
-    T: Answer,
-    F: FnMut(usize, AttemptBounds) -> Fut,
-    Fut: Future<Output = Result<T, Failure>>,
-{
-    run_from(spec, None, clock, unit, on_event, attempt).await
-}
-
-/// [`run`], picking up after `resume` when given: from its provider on,
-/// with its failure as that provider's latest attempt. The deadline counts
-/// from now (a restart is a new start).
 pub async fn run_from<T, F, Fut>(
     spec: &CallSpec<'_>,
     resume: Option<Resume>,
@@ -579,7 +564,7 @@ where
                         .fails_over_after(&failure, slot.overloaded_statuses);
                     (fail_over, why)
                 }
-                Decision::GiveUp { fail_over, .. } => (fail_over, reason),
+                Decision::GiveUp { fail_over } => (fail_over, reason),
             };
             // Given up on: it cools down, so later calls go elsewhere.
             if let Some(state) = spec.state {
@@ -708,8 +693,9 @@ mod tests {
             spent: Duration::ZERO,
             state: None,
         };
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |e| events.push(e),
@@ -859,8 +845,9 @@ mod tests {
         };
         let mut called = Vec::new();
         let mut events = Vec::new();
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |e| events.push(e),
@@ -893,8 +880,9 @@ mod tests {
             providers: &two,
             ..spec.clone()
         };
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |_| {},
@@ -909,8 +897,9 @@ mod tests {
             providers: &one,
             ..spec
         };
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |_| {},
@@ -1145,8 +1134,9 @@ mod tests {
             state: None,
         };
         let mut seen = Vec::new();
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |_| {},
@@ -1183,8 +1173,9 @@ mod tests {
         };
         let mut calls = 0;
         // The first attempt itself uses up the deadline (the clock moves during it).
-        let result = futures_util::FutureExt::now_or_never(run(
+        let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
+            None,
             &clock,
             &mut || 0.0,
             &mut |_| {},
@@ -1386,8 +1377,9 @@ mod tests {
             };
             let script = Mutex::new(VecDeque::from(script));
             let called = Mutex::new(Vec::new());
-            let result = futures_util::FutureExt::now_or_never(run(
+            let result = futures_util::FutureExt::now_or_never(run_from(
                 &spec,
+                None,
                 &self.clock,
                 &mut || 0.0,
                 &mut |_| {},
@@ -1677,8 +1669,9 @@ mod tests {
             state: Some(&shared.state),
         };
         let (mut unit, mut on_event) = (|| 0.0, |_| {});
-        let mut future = Box::pin(run(
+        let mut future = Box::pin(run_from(
             &spec,
+            None,
             &shared.clock,
             &mut unit,
             &mut on_event,

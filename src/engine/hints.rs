@@ -129,6 +129,16 @@ pub fn decimal_millis(value: &str) -> Option<Duration> {
     plain_decimal(value).and_then(|ms| wait_secs(ms / 1000.0))
 }
 
+/// Seconds from `now` until `at`, negative when `at` is past: how the
+/// reproduced clients compute a date's wait before comparing it (the
+/// default policy's own readers clamp a past date to 0 instead).
+pub fn signed_secs(at: SystemTime, now: SystemTime) -> f64 {
+    match at.duration_since(now) {
+        Ok(ahead) => ahead.as_secs_f64(),
+        Err(behind) => -behind.duration().as_secs_f64(),
+    }
+}
+
 /// An HTTP-date (IMF-fixdate, RFC 850 or asctime): the time until it, 0 if past.
 pub fn http_date_wait(value: &str, now: SystemTime) -> Option<Duration> {
     let at = httpdate::parse_http_date(value.trim()).ok()?;

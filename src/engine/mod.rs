@@ -6,15 +6,14 @@ pub mod classify;
 pub mod clock;
 pub mod failover;
 pub mod hints;
-pub mod openai_python;
 pub mod policy;
 pub mod state;
 
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
 pub use clock::{Clock, ManualCallClock, ManualClock, TimeHold, TokioClock};
 pub use failover::{
-    run, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
-    CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
+    run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure, CallSpec,
+    Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};

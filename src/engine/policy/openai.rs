@@ -1,12 +1,77 @@
-//! How openai-python reads a wait hint, for `RetryPolicy.openai()`: its
-//! `_parse_retry_after_header` over Python's own `float()` and
-//! `email.utils.parsedate_tz`, ported rule for rule (openai-python 3.57,
-//! CPython 3.11's `email/_parseaddr.py`). Only the preset uses it; the
-//! default policy keeps its stricter reading (`hints.rs`).
+//! openai-python 3.57, reproduced: its numbers, which failures it
+//! retries, and how it reads a wait hint: its `_parse_retry_after_header`
+//! over Python's own `float()` and `email.utils.parsedate_tz`, ported rule
+//! for rule (CPython 3.11's `email/_parseaddr.py`). Only this preset reads
+//! hints this way; the default policy keeps its stricter reading
+//! (`hints.rs`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::hints::Headers;
+use super::{Preset, RetryPolicy, Situation, Verdict};
+use crate::engine::classify::ErrorKind;
+use crate::engine::hints::{self, secs, Headers};
+
+impl RetryPolicy {
+    /// openai-python 3.57: 2 retries, no retry budget.
+    pub fn openai() -> Self {
+        Self {
+            max_retries: 2,
+            max_retries_last: 2,
+            preset: Preset::OpenAI,
+            budget: None,
+            ..Self::default()
+        }
+    }
+
+    /// openai-python: 2 retries on 408, 409, 429, >=500, timeouts and
+    /// connection errors; `x-should-retry` overrides the status.
+    pub(super) fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Verdict {
+        const MAX_HINT_SECS: f64 = 120.0;
+        let f = s.failure;
+        let give_up =
+            |reason: &str| Verdict::give_up(self.fails_over(f.kind), format!("openai: {reason}"));
+        if s.retries_done >= self.max_retries {
+            return give_up("2 retries used");
+        }
+        let wanted = match (hints::should_retry(&f.headers), f.status) {
+            _ if f.cut_short => true,
+            (Some(flag), Some(_)) => flag,
+            (_, Some(st)) => matches!(st, 408 | 409 | 429) || st >= 500,
+            (_, None) => matches!(f.kind, ErrorKind::Timeout | ErrorKind::Connection),
+        };
+        if !wanted {
+            return give_up("this failure is not retried");
+        }
+        let backoff = || {
+            let reason = "openai: backoff".to_string();
+            Verdict::retry(self.backoff.delay(s.retries_done, unit), reason)
+        };
+        // httpx reports a body cut off after the headers as a protocol
+        // error: no response, so no hint, and backed off like a lost
+        // connection whatever the status was.
+        if f.cut_short {
+            return backoff();
+        }
+        match wait(&f.headers, s.now) {
+            Some(v) if v.is_finite() && v > MAX_HINT_SECS => {
+                give_up("the server wait is over 120s")
+            }
+            Some(v) if v > 0.0 && v <= MAX_HINT_SECS => match secs(v) {
+                Some(wait) => Verdict::retry(wait, "openai: the server wait, within 120s".into()),
+                None => backoff(),
+            },
+            _ => backoff(),
+        }
+    }
+}
+
+/// What openai-python reads as a wait where failover's own reader reads
+/// nothing (`1.5e2`, `1_50`): a positive, finite number of seconds.
+pub(super) fn server_wait(s: &Situation<'_>) -> Option<Duration> {
+    wait(&s.failure.headers, s.now)
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .and_then(hints::wait_secs)
+}
 
 /// What openai-python's `httpx` headers give for `name`: every value,
 /// joined with `", "` (two `retry-after` headers become `"1, 2"`).
@@ -52,7 +117,7 @@ const OVERFLOW: f64 = 121.0;
 /// else `retry-after` as seconds, else as an HTTP-date minus now. A number
 /// that overflows a float is 121 s here, as openai-python ends up treating
 /// it (over its 120 s bound: never retried); a literal `inf` stays `inf`.
-pub fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
+fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
     if let Some((ms, overflowed)) = joined(headers, "retry-after-ms")
         .as_deref()
         .and_then(python_float)
@@ -64,7 +129,7 @@ pub fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
         return Some(if overflowed { OVERFLOW } else { secs });
     }
     let at = parsedate_tz(&value)?;
-    Some(super::policy::signed_secs(at, now))
+    Some(hints::signed_secs(at, now))
 }
 
 const MONTHS: [&str; 24] = [
@@ -115,7 +180,7 @@ fn zone(name: &str) -> Option<i64> {
 /// `email.utils.parsedate_tz` (then `mktime_tz`), as a time: lenient on
 /// weekdays, month names and order, two-digit years, dots in the time and
 /// zones; an unknown zone is UTC. `None` where Python gives `None`.
-pub fn parsedate_tz(text: &str) -> Option<SystemTime> {
+fn parsedate_tz(text: &str) -> Option<SystemTime> {
     let mut data: Vec<String> = text.split_whitespace().map(str::to_string).collect();
     if data.is_empty() {
         return None;
@@ -248,7 +313,83 @@ fn days_from_civil(year: i64, month: u32, day: i64) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{parsedate_tz, python_float};
+    use crate::engine::policy::testing::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn openai_preset() {
+        let p = RetryPolicy::openai();
+        let hint = |v: &str| failure(RateLimited, Some(429), &[("retry-after", v)]);
+        assert_eq!(decide(&p, &hint("120"), 0, false, 0.0), retry(120_000));
+        assert_eq!(decide(&p, &hint("121"), 0, false, 0.0), fail_over());
+        assert_eq!(decide(&p, &hint("1.5"), 0, false, 0.0), retry(1500));
+        // 0, negative, inf and nan fall back to the backoff.
+        for v in ["0", "-3", "inf", "nan", "soon"] {
+            assert_eq!(decide(&p, &hint(v), 0, false, 0.0), retry(500), "{v}");
+        }
+        assert_eq!(decide(&p, &hint("0"), 1, false, 0.0), retry(1000));
+        assert_eq!(decide(&p, &hint("0"), 2, false, 0.0), fail_over());
+        // A finite value above 120 is never retried, even with x-should-retry: true.
+        let forced = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after", "121"), ("x-should-retry", "true")],
+        );
+        assert_eq!(decide(&p, &forced, 0, false, 0.0), fail_over());
+        let ms = failure(
+            RateLimited,
+            Some(429),
+            &[("retry-after-ms", "250"), ("retry-after", "9")],
+        );
+        assert_eq!(decide(&p, &ms, 0, false, 0.0), retry(250));
+        // x-should-retry overrides the status both ways.
+        assert_eq!(
+            decide(
+                &p,
+                &failure(BadRequest, Some(400), &[("x-should-retry", "true")]),
+                0,
+                false,
+                0.0
+            ),
+            retry(500)
+        );
+        assert_eq!(
+            decide(
+                &p,
+                &failure(ServerError, Some(500), &[("x-should-retry", "false")]),
+                0,
+                false,
+                0.0
+            ),
+            fail_over()
+        );
+        for status in [408, 409, 429, 500, 503, 529] {
+            assert!(
+                matches!(
+                    decide(&p, &failure(BadRequest, Some(status), &[]), 0, false, 0.0),
+                    Decision::Retry(_)
+                ),
+                "{status}"
+            );
+        }
+        // Not retried; once openai gives up, a 404 fails over (default
+        // stop_on) while a 400 ends the call.
+        assert_eq!(
+            decide(&p, &failure(NotFound, Some(404), &[]), 0, false, 0.0),
+            fail_over()
+        );
+        assert_eq!(
+            decide(&p, &failure(BadRequest, Some(400), &[]), 0, false, 0.0),
+            raise()
+        );
+        assert_eq!(
+            decide(&p, &failure(Connection, None, &[]), 0, false, 0.0),
+            retry(500)
+        );
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 30));
+        assert_eq!(decide(&p, &hint(&date), 0, false, 0.0), retry(30_000));
+    }
 
     fn unix(t: SystemTime) -> u64 {
         t.duration_since(UNIX_EPOCH).unwrap().as_secs()
