@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -61,7 +62,6 @@ def redis_url() -> Iterator[str]:
 def _redis_server() -> Iterator[str]:
     import re
     import shutil
-    import socket
     import subprocess
     import time
 
@@ -94,3 +94,24 @@ def _redis_server() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+def tool_call(call_id: str, name: str = "weather") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def tool_loop(*call_ids: str) -> list[dict[str, Any]]:
+    """A history: a question, one assistant turn calling each id, a result for each."""
+    return [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [tool_call(i) for i in call_ids]},
+        *[{"role": "tool", "tool_call_id": i, "content": f"result {i}"} for i in call_ids],
+    ]
+
+
+SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
+
+
+def clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*failover._native.PROXY_VARIABLES, "NO_PROXY", "no_proxy", "REQUEST_METHOD"):
+        monkeypatch.delenv(name, raising=False)

@@ -10,9 +10,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import anthropic, openai
-
-SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
+from conftest import SINGLE_TRY, anthropic, openai
 
 
 @pytest.mark.parametrize(
@@ -162,3 +160,16 @@ def test_messages_that_cannot_be_json_are_refused(mock_server):
         with pytest.raises(failover.ConfigurationError):
             client.prompt(messages)  # type: ignore[arg-type]
     assert mock_server.requests == []
+
+
+def test_absurd_hints_are_none_for_the_caller_too(mock_server):
+    """Found in review."""
+    for value in ["1e308", "-5", "inf", "nan", "Thu, 99 Foo 9999 99:99:99 GMT"]:
+        assert failover.retry_after({"retry-after": value, "retry-after-ms": value}) is None
+        mock_server.push(429, headers={"retry-after": value})
+        client = failover.Client(
+            {"a": openai(mock_server)}, retry=failover.RetryPolicy(max_retries_last=0)
+        )
+        with pytest.raises(failover.RateLimited) as info:
+            client.prompt("Hi")
+        assert info.value.retry_after is None, value

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import copy
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -371,3 +374,169 @@ def test_import_failover_stays_cheap():
     loaded = set(subprocess.check_output([sys.executable, "-c", code], text=True).split())
     heavy = {"logging", "dataclasses", "inspect", "json", "asyncio", "urllib.parse", "ipaddress"}
     assert not heavy & loaded, heavy & loaded
+
+
+def test_a_sync_call_inside_an_event_hook_works(mock_server, backup_server, call):
+    """Found in review."""
+    backup_server.push_text("inner")
+    inner_client = failover.Client({"b": openai(backup_server)})
+    seen: list[str] = []
+
+    def hook(event: object) -> None:
+        if isinstance(event, failover.RetryScheduled):
+            seen.append(inner_client.prompt("from the hook").text)
+
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push_text("outer")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
+    assert call(client).text == "outer"
+    assert seen == ["inner"]
+
+
+def test_a_sleeper_raising_an_ordinary_error_does_not_end_the_call(mock_server, monkeypatch):
+    """Found in review."""
+
+    def sleeper(seconds: float) -> None:
+        raise RuntimeError("broken sleeper")
+
+    mock_server.push(503, headers={"retry-after": "3"})
+    mock_server.push_text("still answered")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    reported: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    assert client.prompt("Hi").text == "still answered"
+    assert [str(e) for e in reported] == ["broken sleeper"]
+
+
+def test_results_and_errors_pickle_and_copy(mock_server):
+    """Found in review."""
+    mock_server.push(429, headers={"retry-after": "120"}, json={"error": {"message": "slow"}})
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.RateLimited) as info:
+        client.prompt("Hi")
+    error = pickle.loads(pickle.dumps(info.value))
+    assert type(error) is failover.RateLimited
+    assert (error.status, error.retry_after, error.provider) == (429, 120.0, "a")
+    assert error.attempts == info.value.attempts
+    usage = failover.Usage(1, 2)
+    assert copy.deepcopy(usage) == usage and pickle.loads(pickle.dumps(usage)) == usage
+    deadline = failover.DeadlineExceeded("late", deadline=1.0)
+    assert pickle.loads(pickle.dumps(deadline)).deadline == 1.0
+    with pytest.raises(AttributeError):
+        usage.input_tokens = 5  # type: ignore[misc]
+
+
+def test_async_events_run_on_the_loop_in_the_callers_context(mock_server):
+    """Found in review."""
+    request_id = contextvars.ContextVar("request_id", default="unset")
+    seen: list[tuple[int, bool, str]] = []
+
+    def hook(event: object) -> None:
+        try:
+            running = asyncio.get_running_loop() is not None
+        except RuntimeError:
+            running = False
+        seen.append((threading.get_ident(), running, request_id.get()))
+
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push(503, headers={"retry-after": "1"})
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
+
+    async def main() -> int:
+        request_id.set("req-42")
+        with pytest.raises(failover.ProviderOverloaded):
+            await client.prompt_async("Hi")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert [e for e in seen] == [(loop_thread, True, "req-42")] * 3  # 2 retries + CallFailed
+
+
+def test_a_201_success_reports_its_status(mock_server):
+    """Found in review."""
+    body = {"choices": [{"message": {"content": "made"}, "finish_reason": "stop"}]}
+    mock_server.push(201, json=body)
+    r = failover.Client({"a": openai(mock_server)}).prompt("Hi")
+    assert [a.status for a in r.attempts] == [201]
+
+
+def test_every_decision_is_explained_at_debug(mock_server, backup_server, caplog):
+    """Found in review."""
+    mock_server.push(429, headers={"retry-after": "1"})
+    mock_server.push(429, headers={"retry-after": "3"})
+    backup_server.push(401)
+    events: list[object] = []
+    caplog.set_level(logging.DEBUG, logger="failover")
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        sleeper=FakeSleeper(),
+        on_event=events.append,
+    )
+    with pytest.raises(failover.AuthenticationError):
+        client.prompt("Hi")
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert debug == [
+        "retrying a because the provider asked for 1.000s, within the 10s cap",
+        "leaving a because the retry limit on this provider (1) is reached: a returned 429",
+        "raising AuthenticationError because auth is not retried; no provider left to fail over to",
+    ]
+    assert [getattr(e, "reason", None) for e in events] == [
+        "the provider asked for 1.000s, within the 10s cap",
+        "the retry limit on this provider (1) is reached",
+        "auth is not retried; no provider left to fail over to",
+    ]
+
+
+def _finishes(target: object, seconds: float = 20) -> bool:
+    """Runs ``target`` in a thread; False if it is still running after ``seconds``
+    (a deadlock must fail the test, not hang the suite)."""
+    worker = threading.Thread(target=target, daemon=True)  # type: ignore[arg-type]
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive()
+
+
+def test_sync_calls_nested_two_hooks_deep_do_not_deadlock():
+    """Found in the second review."""
+    servers = [MockServer() for _ in range(3)]
+    answers: list[str] = []
+
+    def client_for(i: int, hook: object = None) -> failover.Client:
+        return failover.Client(
+            {"p": openai(servers[i])},
+            sleeper=FakeSleeper(),
+            on_event=hook,  # type: ignore[arg-type]
+        )
+
+    innermost = client_for(2)
+
+    def hook_middle(event: object) -> None:
+        if isinstance(event, failover.RetryScheduled):
+            answers.append(innermost.prompt("3").text)
+
+    middle = client_for(1, hook_middle)
+
+    def hook_outer(event: object) -> None:
+        if isinstance(event, failover.RetryScheduled):
+            answers.append(middle.prompt("2").text)
+
+    outer = client_for(0, hook_outer)
+    for i, server in enumerate(servers):
+        if i < 2:
+            server.push(503, headers={"retry-after": "1"})
+        server.push_text(f"answer {i}")
+
+    assert _finishes(lambda: answers.append(outer.prompt("1").text))
+    assert answers == ["answer 2", "answer 1", "answer 0"]
+    for server in servers:
+        server.close()
+
+
+def test_client_repr_shows_every_bound():
+    """Found hardening the first slice."""
+    client = failover.Client(
+        {"a": failover.OpenAI(model="m", api_key="k")}, deadline=30.0, connect_timeout=2.5
+    )
+    text = repr(client)
+    assert "deadline=30.0" in text and "connect_timeout=2.5" in text, text

@@ -3,14 +3,20 @@ images (through the public API, asserting the JSON each server saw)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 import failover
-from failover.testing import FakeSleeper
+from failover.testing import FakeSleeper, MockServer
 
-from conftest import anthropic, openai
+from conftest import (
+    KEY,
+    anthropic,
+    openai,
+    tool_loop,
+)
 
 WEATHER = failover.Tool(
     name="weather",
@@ -344,7 +350,6 @@ def test_json_object_without_a_schema(mock_server, backup_server):
 def test_sampling_parameters_go_under_each_wires_names(mock_server, backup_server, caplog):
     mock_server.push_text("ok", wire="anthropic")
     backup_server.push_text("ok")
-    import logging
 
     caplog.set_level(logging.DEBUG, logger="failover")
     options: dict[str, Any] = {"stop": ["END"], "top_p": 0.5, "seed": 7}
@@ -681,7 +686,6 @@ def test_a_failed_tool_result_and_forced_tools_with_thinking_on_anthropic(mock_s
 def test_thinking_drops_the_sampling_hints_anthropic_refuses_beside_it(
     mock_server, call, caplog, thinking
 ):
-    import logging
 
     caplog.set_level(logging.DEBUG, logger="failover")
     client = failover.Client({"claude": anthropic(mock_server, params={"thinking": thinking})})
@@ -756,3 +760,245 @@ def test_a_prefill_skips_anthropic_while_thinking_is_on(mock_server, backup_serv
     only.prompt(prefill, tools=[WEATHER], tool_choice="required")
     sent = mock_server.requests[0].json
     assert "thinking" not in sent and sent["messages"][-1]["role"] == "assistant"
+
+
+def test_whitespace_only_text_is_not_sent_to_anthropic(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    history = tool_loop("t1")
+    history[1]["content"] = "  "
+    mock_server.push_text("Sunny.", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt(history)
+    assistant = mock_server.requests[0].json["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["tool_use"]
+
+
+def test_call_ids_that_differ_outside_anthropics_alphabet_stay_distinct(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("Sunny.", wire="anthropic")
+    failover.Client({"c": anthropic(mock_server)}).prompt(tool_loop("a.b", "a/b", "a_b"))
+    sent = mock_server.requests[0].json["messages"]
+    uses = [b["id"] for b in sent[1]["content"]]
+    results = [b["tool_use_id"] for b in sent[2]["content"]]
+    assert len(set(uses)) == 3 and uses == results
+    assert uses[2] == "a_b", "an id Anthropic takes is sent as it is"
+
+
+def test_a_conversation_without_a_user_turn_skips_gemini(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
+    client = failover.Client({"gem": gemini, "gpt": openai(backup_server)})
+    for history in (
+        [{"role": "system", "content": "Greet the user."}],
+        [{"role": "system", "content": "Go on."}, {"role": "assistant", "content": "Once"}],
+    ):
+        backup_server.push_text("Hello.")
+        r = client.prompt(history)
+        assert r.provider == "gpt" and mock_server.requests == []
+        assert "needs a user turn" in (r.attempts[0].skipped or "")
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"type": "function", "function": {"name": "weather"}},
+        {"type": "tool", "name": "weather"},
+    ],
+)
+def test_tool_choice_takes_openai_and_anthropic_dicts(
+    mock_server: MockServer, choice: dict[str, Any]
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("ok")
+    tool = failover.Tool(name="weather", parameters={"type": "object", "properties": {}})
+    failover.Client({"g": openai(mock_server)}).prompt("Hi", tools=[tool], tool_choice=choice)
+    assert mock_server.requests[0].json["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "weather"},
+    }
+
+
+def test_tool_choice_any_is_required_and_a_bogus_dict_is_refused(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("ok")
+    tool = failover.Tool(name="weather")
+    client = failover.Client({"g": openai(mock_server)})
+    client.prompt("Hi", tools=[tool], tool_choice={"type": "any"})
+    assert mock_server.requests[0].json["tool_choice"] == "required"
+    with pytest.raises(failover.ConfigurationError, match="tool_choice"):
+        client.prompt("Hi", tools=[tool], tool_choice={"type": "bogus"})
+
+
+@pytest.mark.parametrize("name", ["bad name", "auto", "x" * 65, "a.b"])
+def test_a_tool_name_providers_refuse_is_refused_by_tool(name: str) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    with pytest.raises(failover.ConfigurationError, match="tool"):
+        failover.Tool(name=name)
+
+
+def test_an_images_detail_reaches_chat_completions_only(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "low"}}
+    question = [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}]
+    mock_server.push_text("A cat.")
+    backup_server.push_text("A cat.", wire="anthropic")
+    failover.Client({"g": openai(mock_server)}).prompt(question)
+    failover.Client({"c": anthropic(backup_server)}).prompt(question)
+    assert mock_server.requests[0].json["messages"][0]["content"][1] == image
+    sent = backup_server.requests[0].json["messages"][0]["content"][1]
+    assert sent == {"type": "image", "source": {"type": "url", "url": "https://e.com/a.png"}}
+    with pytest.raises(failover.ConfigurationError, match="detail"):
+        bad = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": 3}}
+        failover.Client({"g": openai(mock_server)}).prompt([{"role": "user", "content": [bad]}])
+
+
+def test_whitespace_only_system_text_is_not_sent_to_anthropic(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("Hi.", wire="anthropic")
+    mock_server.push_text("Hi.", wire="anthropic")
+    client = failover.Client({"c": anthropic(mock_server)})
+    client.prompt("Hi", system=" \n")
+    client.prompt([{"role": "system", "content": "  "}, {"role": "user", "content": "Hi"}])
+    assert all("system" not in r.json for r in mock_server.requests)
+
+
+def test_a_tool_call_left_without_a_result_is_refused_before_sending(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    history = [*tool_loop("c1", "c2"), {"role": "user", "content": "And?"}]
+    del history[3]  # c2's result
+    with pytest.raises(failover.ConfigurationError, match=r'\["c2"\] have no result'):
+        failover.Client({"g": openai(mock_server)}).prompt(history)
+    assert mock_server.requests == []
+
+
+def test_a_tool_choice_dict_with_a_field_one_wire_reads_is_refused() -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    client = failover.Client({"c": failover.Anthropic(model="m", api_key=KEY)})
+    tool = failover.Tool(name="weather")
+    with pytest.raises(failover.ConfigurationError, match=r"disable_parallel_tool_use.*params="):
+        client.prompt(
+            "Hi",
+            tools=[tool],
+            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        )
+
+
+def test_an_images_detail_is_passed_on_as_given(mock_server: MockServer) -> None:
+    # OpenAI adds values ("original"): a str is passed on, not judged.
+    """Found by the new-user trials of 2026-11-30."""
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "original"}}
+    mock_server.push_text("A cat.")
+    failover.Client({"g": openai(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    assert mock_server.requests[0].json["messages"][0]["content"][0] == image
+
+
+@pytest.mark.parametrize(
+    ("url", "media_type"),
+    [
+        ("data:image/png;base64,iVBORw0K\nGgoAAAAN\nSUhEUg==\n", "image/png"),  # wrapped at 76
+        ("data:image/svg+xml;charset=utf-8;base64,iVBORw0KGgoAAAANSUhEUg==", "image/svg+xml"),
+        ("data:image/png;name=a.png;BASE64,iVBORw0KGgoAAAANSUhEUg==", "image/png"),
+    ],
+)
+def test_data_urls_as_tools_write_them_are_taken_in_one_form(
+    mock_server: MockServer, url: str, media_type: str
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("ok", wire="anthropic")
+    image = {"type": "image_url", "image_url": {"url": url}}
+    failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
+    assert source["type"] == "base64" and source["data"] == "iVBORw0KGgoAAAANSUhEUg=="
+    assert source["media_type"] == media_type
+
+
+def test_an_image_in_an_assistant_message_is_refused() -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}
+    client = failover.Client({"g": failover.OpenAI(model="m", api_key=KEY)})
+    with pytest.raises(failover.ConfigurationError, match="assistant message takes text only"):
+        client.prompt(
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [image]}]
+        )
+
+
+def test_a_json_schemas_description_reaches_chat_completions(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("{}")
+    spec = {"name": "city", "description": "A city and its country", "schema": {"type": "object"}}
+    failover.Client({"g": openai(mock_server)}).prompt(
+        "Hi", response_format={"type": "json_schema", "json_schema": spec}
+    )
+    sent = mock_server.requests[0].json["response_format"]["json_schema"]
+    assert sent["description"] == "A city and its country"
+
+
+def test_url_safe_base64_and_a_capitalised_media_type_are_sent_in_the_standard_form(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push_text("ok", wire="anthropic")
+    image = {"type": "image_url", "image_url": {"url": "data:IMAGE/PNG;base64,-_-_-_"}}
+    failover.Client({"c": anthropic(mock_server)}).prompt([{"role": "user", "content": [image]}])
+    source = mock_server.requests[0].json["messages"][0]["content"][0]["source"]
+    assert (source["media_type"], source["data"]) == ("image/png", "+/+/+/==")
+
+
+def test_a_tool_call_id_longer_than_chat_completions_takes_is_shortened(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    long_id = "fc_" + "0f" * 25  # a Responses API id: 53 characters
+    mock_server.push_text("Sunny.")
+    failover.Client({"g": openai(mock_server)}).prompt(tool_loop(long_id, "call_short"))
+    sent = mock_server.requests[0].json["messages"]
+    calls = [c["id"] for c in sent[1]["tool_calls"]]
+    assert calls == [m["tool_call_id"] for m in sent[2:]]
+    assert len(calls[0]) <= 40 and calls[0] != long_id and calls[1] == "call_short"
+
+
+@pytest.mark.parametrize(
+    ("messages", "why"),
+    [
+        ([], "empty"),
+        ([{"role": "user"}], "needs 'content'"),
+        ([{"role": "user", "content": None}], "needs 'content'"),
+        ([{"role": "robot", "content": "Hi"}], "unknown role 'robot'|unknown role \"robot\""),
+        ([{"content": "Hi"}], "needs a 'role'"),
+        (["Hi"], "must be a dict"),
+        ([{"role": "user", "content": 5}], "str or a list of parts"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant"}], "message 1"),
+    ],
+)
+def test_bad_messages_are_refused_before_any_request(mock_server, call, messages, why):
+    """Found hardening the first slice."""
+    client = failover.Client({"a": openai(mock_server)})
+    with pytest.raises(failover.ConfigurationError, match=why):
+        call(client, messages)
+    assert mock_server.requests == []
+
+
+def test_an_assistant_message_with_tool_calls_needs_no_content(mock_server):
+    """Found hardening the first slice."""
+    mock_server.push_text("ok")
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    assert failover.Client({"a": openai(mock_server)}).prompt(messages).text == "ok"

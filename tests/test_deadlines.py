@@ -279,3 +279,14 @@ def test_a_slow_key_callable_counts_against_the_deadline() -> None:
         assert time.monotonic() - started < 4.0
         # Nothing is sent past the deadline, however fast the server would answer.
         assert server.requests == []
+
+
+def test_a_stream_whose_first_event_the_deadline_cuts_off_is_deadline_exceeded(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    mock_server.push(sse=["data: {}"], fault="stall:0")
+    client = failover.Client({"g": openai(mock_server)}, timeout=10)
+    with pytest.raises(failover.DeadlineExceeded):
+        with client.stream("Hi", deadline=0.3) as stream:
+            list(stream)

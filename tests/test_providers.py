@@ -957,3 +957,34 @@ def test_base64_embeddings_are_decoded_exactly(mock_server: MockServer) -> None:
         client.embed("x")
     # The OpenAI-compatible family is asked for floats, which every server speaks.
     assert mock_server.requests[0].json["encoding_format"] == "base64"
+
+
+def test_calls_with_a_stop_are_tool_calls(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+    r = failover.Client({"g": openai(mock_server)}).prompt("Hi")
+    assert r.finish_reason == "tool_calls" and r.tool_calls[0].id == "c1"
+
+
+def test_a_refusal_is_the_answers_text_in_a_prompt_and_a_stream(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    refusal = "I can't help with that."
+    message = {"role": "assistant", "content": None, "refusal": refusal}
+    mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+    chunks = [
+        'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "refusal": ""}}]}',
+        'data: {"choices": [{"index": 0, "delta": {"refusal": "I can\'t help"}}]}',
+        'data: {"choices": [{"index": 0, "delta": {"refusal": " with that."}}]}',
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}',
+        "data: [DONE]",
+    ]
+    mock_server.push(sse=chunks)
+    client = failover.Client({"g": openai(mock_server)})
+    r = client.prompt("Hi")
+    assert (r.text, r.finish_reason, r.message["content"]) == (refusal, "content_filter", refusal)
+    with client.stream("Hi") as stream:
+        streamed = "".join(c.text for c in stream)
+    assert streamed == refusal
+    assert stream.response is not None and stream.response.finish_reason == "content_filter"

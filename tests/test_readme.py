@@ -26,3 +26,11 @@ def test_every_python_block_in_the_readme_compiles():
     assert len(blocks) >= 3
     for block in blocks:
         compile(textwrap.dedent(block), str(README), "exec")
+
+
+def test_the_readme_stands_alone():
+    """Found hardening the first slice."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "../shared" not in readme and "DESIGN" not in readme

@@ -247,3 +247,26 @@ def test_deadline_counts_fake_sleeps(mock_server, call):
         call(client, deadline=5.0)
     # 2 + 2 fit in 5 s; a third 2 s wait would end past it.
     sleeper.assert_sequence([2.0, 2.0])
+
+
+def test_laravel_fails_over_on_an_http_date_even_a_short_one(mock_server, backup_server):
+    """Found in review."""
+    import email.utils
+
+    sleeper = FakeSleeper()
+    soon = email.utils.formatdate(sleeper.time() + 3, usegmt=True)
+    mock_server.push(429, headers={"retry-after": soon})
+    backup_server.push_text("backup")
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        sleeper=sleeper,
+        retry=failover.RetryPolicy.laravel(),
+    )
+    assert client.prompt("Hi").provider == "b"
+    sleeper.assert_never_slept()
+    # The default policy does honour the same 3 s date.
+    mock_server.push(429, headers={"retry-after": soon})
+    mock_server.push_text("waited")
+    default = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    assert default.prompt("Hi").text == "waited"
+    sleeper.assert_sequence([3.0])

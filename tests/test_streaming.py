@@ -15,7 +15,12 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, ant, anthropic, openai
+from conftest import (
+    KEY,
+    ant,
+    anthropic,
+    openai,
+)
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -747,3 +752,164 @@ def test_an_async_stream_read_in_another_event_loop_says_so(
     assert unraisable == []
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_stream_that_fails_before_its_first_chunk_names_its_provider(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    for _ in range(3):  # a first try and two retries
+        mock_server.push(fault="reset")
+    client = failover.Client({"gpt": openai(mock_server)}, sleeper=FakeSleeper())
+    with pytest.raises(failover.ProviderConnectionError, match=r"^gpt: "):
+        with client.stream("Hi") as stream:
+            list(stream)
+
+
+def test_a_cut_stream_names_its_provider_in_the_cause(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}'
+    mock_server.push(sse=[text, text], fault="cut:1")
+    client = failover.Client({"gpt": openai(mock_server)})
+    with pytest.raises(failover.StreamInterrupted) as info:
+        with client.stream("Hi") as stream:
+            list(stream)
+    assert str(info.value.__cause__).startswith("gpt: ")
+
+
+def test_stream_options_in_params_win_in_a_stream_and_stay_off_other_calls(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[stop, "data: [DONE]"])
+    mock_server.push_text("ok")
+    provider = openai(mock_server, params={"stream_options": {"include_usage": False}})
+    client = failover.Client({"g": provider})
+    with client.stream("Hi") as stream:
+        list(stream)
+    client.prompt("Hi")
+    streamed, plain = (r.json for r in mock_server.requests)
+    assert streamed["stream_options"] == {"include_usage": False}
+    assert "stream_options" not in plain and "stream" not in plain
+
+
+def test_a_streams_accept_header_is_the_streams_whatever_its_case(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[stop, "data: [DONE]"])
+    provider = openai(mock_server, headers={"Accept": "application/json"})
+    with failover.Client({"g": provider}).stream("Hi") as stream:
+        list(stream)
+    accept = [v for n, v in mock_server.requests[0].header_list if n == "accept"]
+    assert accept == ["text/event-stream"]
+
+
+def test_a_streamed_server_tool_is_no_tool_call(mock_server: MockServer) -> None:
+    # web_search runs on Anthropic's side: its input streams as the deltas a
+    # client tool's does, and is not the caller's to run.
+    """Found by the new-user trials of 2026-11-30."""
+    ev = ant
+    start = {"message": {"id": "m", "role": "assistant", "content": [], "usage": {}}}
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    query = {"type": "input_json_delta", "partial_json": '{"query": "weather paris"}'}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    mock_server.push(
+        sse=[
+            ev("message_start", start),
+            ev("content_block_start", {"index": 0, "content_block": search}),
+            ev("content_block_delta", {"index": 0, "delta": query}),
+            ev("content_block_stop", {"index": 0}),
+            ev("content_block_start", {"index": 1, "content_block": result}),
+            ev("content_block_stop", {"index": 1}),
+            ev("content_block_start", {"index": 2, "content_block": {"type": "text", "text": ""}}),
+            ev(
+                "content_block_delta",
+                {"index": 2, "delta": {"type": "text_delta", "text": "Sunny."}},
+            ),
+            ev("content_block_stop", {"index": 2}),
+            ev(
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+            ),
+            ev("message_stop", {}),
+        ]
+    )
+    with failover.Client({"c": anthropic(mock_server)}).stream("Weather in Paris?") as stream:
+        kinds = [c.kind for c in stream]
+    r = stream.response
+    assert r is not None and (r.text, r.finish_reason, r.tool_calls) == ("Sunny.", "stop", ())
+    assert kinds == ["text"] and "tool_calls" not in r.message
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_a_stream_with_no_answer_fails_over(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    usage_only = 'data: {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0}}'
+    for _ in range(3):
+        mock_server.push(sse=[usage_only, "data: [DONE]"])
+    stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
+    backup_server.push(sse=[stop, "data: [DONE]"])
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=FakeSleeper()
+    )
+    with client.stream("Hi") as stream:
+        text = "".join(c.text for c in stream)
+    assert text == "ok" and stream.response is not None and stream.response.provider == "b"
+    assert stream.response.attempts[0].kind == "server_error"
+
+
+def test_a_stream_of_tool_call_pieces_without_a_finish_reason_is_an_answer(
+    mock_server: MockServer,
+) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    name = 'data: {"choices": [{"index": 0, "delta": {"tool_calls": [%s]}}]}'
+    mock_server.push(
+        sse=[
+            name % '{"index": 0, "id": "c1", "function": {"name": "weather", "arguments": ""}}',
+            name % '{"index": 0, "function": {"arguments": "{}"}}',
+            "data: [DONE]",
+        ]
+    )
+    with failover.Client({"g": openai(mock_server)}).stream("Hi") as stream:
+        kinds = [c.kind for c in stream]
+    assert kinds == ["tool_call"]
+    assert stream.response is not None and stream.response.tool_calls[0].name == "weather"
+
+
+def test_an_empty_finish_reason_on_a_chunk_ends_nothing(mock_server: MockServer) -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    first = (
+        'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, '
+        '"finish_reason": ""}]}'
+    )
+    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": null}]}'
+    stop = 'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    mock_server.push(sse=[first, text, stop, "data: [DONE]"])
+    with failover.Client({"g": openai(mock_server)}).stream("Hi") as stream:
+        assert "".join(c.text for c in stream) == "Hi"
+    assert stream.response is not None and stream.response.finish_reason == "stop"
+
+
+def test_a_stream_no_provider_can_serve_fails_when_made(mock_server: MockServer) -> None:
+    # An image by link: Ollama takes images as data: URLs only.
+    """Found by the new-user trials of 2026-11-30."""
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}
+    ollama = failover.Ollama(model="llama3.2", base_url=mock_server.url)
+    client = failover.Client({"o": ollama})
+    messages = [{"role": "user", "content": [image]}]
+    with pytest.raises(failover.ConfigurationError, match="no provider can serve") as info:
+        client.stream(messages)
+    assert info.value.attempts[0].skipped is not None
+
+    async def make() -> None:
+        client.stream_async(messages)
+
+    with pytest.raises(failover.ConfigurationError, match="no provider can serve"):
+        asyncio.run(make())
+    assert mock_server.requests == []

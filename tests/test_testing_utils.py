@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
@@ -399,3 +399,133 @@ def test_recorded_requests_do_not_show_keys_in_their_repr(mock_server):
     assert request.headers["authorization"] == f"Bearer {secret}"
     assert secret not in repr(request) and "<redacted>" in repr(request)
     assert "tok-very-secret" not in repr(request)
+
+
+def test_mockserver_refuses_a_bad_header_name_and_events_that_are_not_str() -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    with MockServer() as server:
+        with pytest.raises(ValueError, match="not an HTTP token"):
+            server.push(headers={"bad name": "v"})
+        with pytest.raises(ValueError, match="events are str"):
+            server.push(sse=[{"data": "x"}])  # type: ignore[list-item]
+        assert server.pending == 0
+
+
+def test_retry_after_reads_a_list_of_values_as_http_joins_them() -> None:
+    """Found by the new-user trials of 2026-11-30."""
+    assert failover.retry_after({"Retry-After": ["41"]}) == 41.0  # type: ignore[dict-item]
+    assert failover.retry_after({"Retry-After": ["1", "2"]}) is None  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="str or bytes"):
+        failover.retry_after({"Retry-After": {"v": 1}})  # type: ignore[dict-item]
+
+
+def test_mock_server_still_closes_cleanly_after_a_hang():
+    """Found in review."""
+    server = MockServer()
+    server.push(fault="hang")
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=server.url)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    with pytest.raises(failover.ProviderTimeout):
+        client.prompt("Hi", timeout=0.1)
+    server.close()
+
+
+def test_retry_after_takes_raw_byte_headers():
+    """Found in the second review."""
+    assert failover.retry_after([(b"retry-after", b"5")]) == 5.0
+    with pytest.raises(TypeError):
+        failover.retry_after({}, now="soon")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ten_servers() -> Iterator[list[MockServer]]:
+    servers = [MockServer() for _ in range(10)]
+    for server in servers:
+        # The short real delay makes every call start before any of them
+        # sleeps: with one clock for all, the later ones would find their
+        # deadline spent by the others' sleeps.
+        server.push(429, headers={"retry-after": "3"}, delay=0.2)
+        server.push_text("waited")
+    yield servers
+    for server in servers:
+        server.close()
+
+
+def _clients(servers: list[MockServer], sleeper: FakeSleeper) -> list[failover.Client]:
+    return [failover.Client({"a": openai(s)}, sleeper=sleeper, deadline=10.0) for s in servers]
+
+
+def test_concurrent_async_calls_each_count_only_their_own_sleeps(ten_servers):
+    """Found hardening the first slice."""
+    sleeper = FakeSleeper()
+    start = sleeper.time()
+    clients = _clients(ten_servers, sleeper)
+
+    async def main() -> list[failover.Response]:
+        return await asyncio.gather(*(c.prompt_async("Hi") for c in clients))
+
+    answers = asyncio.run(main())
+    assert [r.text for r in answers] == ["waited"] * 10
+    sleeper.assert_sequence([3.0] * 10)
+    # The shared clock shows the latest time any call reached, not their sum.
+    assert sleeper.time() == start + 3.0
+
+
+def test_concurrent_threads_each_count_only_their_own_sleeps(ten_servers):
+    """Found hardening the first slice."""
+    sleeper = FakeSleeper()
+    clients = _clients(ten_servers, sleeper)
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda c: c.prompt("Hi"), clients))
+    assert [r.text for r in answers] == ["waited"] * 10
+    assert sleeper.sleeps == [3.0] * 10
+
+
+def test_one_call_still_counts_all_of_its_own_sleeps(mock_server):
+    """Found hardening the first slice."""
+    for _ in range(3):
+        mock_server.push(429, headers={"retry-after": "4"})
+    client = failover.Client(
+        {"a": openai(mock_server)},
+        sleeper=FakeSleeper(),
+        deadline=10.0,
+        retry=failover.RetryPolicy(max_retries_last=5),
+    )
+    # 4 + 4 = 8 s slept; a third 4 s wait would end past the deadline.
+    with pytest.raises(failover.RateLimited):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 3
+
+
+@pytest.mark.parametrize("headers", [None, 5, "retry-after: 1", [("a",)]])
+def test_retry_after_says_what_headers_must_be(headers):
+    """Found hardening the first slice."""
+    with pytest.raises(TypeError, match="headers must be"):
+        failover.retry_after(headers)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "push",
+    [
+        lambda s: s.push(200, json={"a": 1}, sse=["data: {}"]),
+        lambda s: s.push(200, sse="data: {}"),
+        lambda s: s.push(200, headers={"x-a": "b\r\nx-evil: 1"}),
+    ],
+)
+def test_mock_server_refuses_scripts_it_could_not_serve(mock_server, push):
+    """Found by trying the first slice as a new user."""
+    with pytest.raises(ValueError):
+        push(mock_server)
+
+
+def test_retry_after_on_odd_python_values_is_no_hint():
+    """Found by the second trial of the first slice."""
+    assert failover.retry_after({"retry-after": "\udc80"}) is None
+    deep: list[object] = []
+    node = deep
+    for _ in range(100_000):
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    assert failover.retry_after({}, deep) is None

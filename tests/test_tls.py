@@ -127,3 +127,11 @@ def test_http2_decides_what_the_client_offers(ca, ca_file, http2, negotiated):
     finally:
         listener.close()
     assert agreed == [negotiated]
+
+
+def test_a_file_that_is_not_a_ca_bundle_is_refused(tmp_path):
+    """Found hardening the first slice."""
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    with pytest.raises(failover.ConfigurationError, match="CA bundle"):
+        failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, verify=str(junk))

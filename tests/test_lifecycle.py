@@ -1,0 +1,216 @@
+"""Lifecycle: closing, context managers, cancellation, interrupts, fork and a clean interpreter
+exit."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+
+import pytest
+
+import failover
+from failover.testing import FakeSleeper
+
+from conftest import openai
+
+
+# The second response is the retry's answer, and must stay unserved.
+@pytest.mark.mock_server(assert_all_used=False)
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_sleeper_interrupted_by_a_base_exception_ends_the_call(mock_server, interrupt):
+    """Found in review."""
+
+    def sleeper(seconds: float) -> None:
+        raise interrupt()
+
+    mock_server.push(503, headers={"retry-after": "3"})
+    mock_server.push_text("never")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    with pytest.raises(interrupt):
+        client.prompt("Hi")
+    assert len(mock_server.requests) == 1
+
+
+def test_cancelling_a_task_closes_its_connection():
+    """Found in review."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    closed = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(10)
+        while conn.recv(65536):  # read the request, then wait for the client to hang up
+            pass
+        closed.set()
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}")},
+        timeout=30,
+    )
+
+    async def main() -> None:
+        task = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert closed.wait(5), "the HTTP connection stayed open after the task was cancelled"
+    listener.close()
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(mock_server):
+    """Found in the second review."""
+    import os
+    import subprocess
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    script = """
+import os, sys, failover
+from failover.testing import MockServer
+server = MockServer()
+server.push_text("parent")
+server.push_text("child")
+client = failover.Client({"p": failover.OpenAICompatible(model="m", base_url=server.url)})
+assert client.prompt("Hi").text == "parent"
+pid = os.fork()
+if pid == 0:
+    try:
+        client.prompt("Hi", timeout=2)
+    except failover.FailoverError as exc:
+        ok = "forked" in str(exc) and "internal error" not in str(exc)
+        os._exit(3 if ok else 4)
+    os._exit(5)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.WEXITSTATUS(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == 3
+
+
+@pytest.mark.mock_server(assert_all_used=False)  # the retry never comes
+def test_ctrl_c_in_an_event_hook_ends_a_sync_call(mock_server):
+    """Found in the second review."""
+
+    def hook(event: object) -> None:
+        raise KeyboardInterrupt
+
+    mock_server.push(503, headers={"retry-after": "1"})
+    mock_server.push_text("never reached")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
+    with pytest.raises(KeyboardInterrupt):
+        client.prompt("Hi")
+
+
+def test_cancelling_a_call_cancels_its_async_sleeper(mock_server):
+    """Found in the second review."""
+    states: list[str] = []
+    started = asyncio.Event()
+
+    async def sleeper(seconds: float) -> None:
+        states.append("sleeping")
+        started.set()
+        try:
+            await asyncio.sleep(300)
+        except asyncio.CancelledError:
+            states.append("cancelled")
+            raise
+
+    mock_server.push(503, headers={"retry-after": "3"})
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+
+    async def main() -> set[asyncio.Task[object]]:
+        call = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.wait_for(started.wait(), 5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(50):  # let the loop run the cancellation through
+            if "cancelled" in states:
+                break
+            await asyncio.sleep(0.01)
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    leftover = asyncio.run(main())
+    assert states == ["sleeping", "cancelled"]
+    assert leftover == set()
+
+
+def test_close_and_context_managers(mock_server):
+    """Found hardening the first slice."""
+    mock_server.push_text("one")
+    with failover.Client({"a": openai(mock_server)}) as client:
+        assert client.prompt("Hi").text == "one"
+        assert not client.is_closed
+    assert client.is_closed and "closed" in repr(client)
+    with pytest.raises(failover.FailoverError, match="closed"):
+        client.prompt("Hi")
+    client.close()  # twice is harmless
+
+    async def main() -> None:
+        mock_server.push_text("two")
+        async with failover.Client({"a": openai(mock_server)}) as aclient:
+            assert (await aclient.prompt_async("Hi")).text == "two"
+        with pytest.raises(failover.FailoverError, match="closed"):
+            await aclient.prompt_async("Hi")
+
+    asyncio.run(main())
+    assert len(mock_server.requests) == 2
+
+
+def test_a_call_in_flight_finishes_when_the_client_is_closed(mock_server):
+    """Found hardening the first slice."""
+    mock_server.push_text("finished", delay=0.3)
+    client = failover.Client({"a": openai(mock_server)})
+
+    async def main() -> str:
+        task = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.1)
+        client.close()
+        return (await task).text
+
+    assert asyncio.run(main()) == "finished"
+
+
+@pytest.mark.parametrize("face", ["prompt_async", "stream_async"])
+def test_an_async_call_leaves_a_clean_exit(mock_server, face):
+    # A runtime thread hands the last result to the event loop as the
+    # interpreter exits: without the exit hook the process aborted now and
+    # then (about 1 run in 8 on a loaded 2-core VM for prompt_async, 1 in 20
+    # for a stream's last read), so this runs a few.
+    """Found by the second trial of the first slice."""
+    import subprocess
+    import sys
+
+    call = (
+        'await c.prompt_async("hi")'
+        if face == "prompt_async"
+        else 'async with c.stream_async("hi") as s:\n            [x async for x in s]'
+    )
+    script = f"""
+import asyncio, failover
+async def main():
+    provider = failover.OpenAICompatible(model="m", base_url="{mock_server.url}")
+    async with failover.Client({{"a": provider}}) as c:
+        {call}
+asyncio.run(main())
+"""
+    runs = 20
+    chunk = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}'
+    stop = 'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    for _ in range(runs):
+        if face == "prompt_async":
+            mock_server.push_text("ok")
+        else:
+            mock_server.push(sse=[chunk, stop, "data: [DONE]"])
+    codes = [
+        subprocess.run([sys.executable, "-c", script], timeout=60).returncode for _ in range(runs)
+    ]
+    assert codes == [0] * runs
