@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import typing
 
 import pytest
 
@@ -540,3 +541,47 @@ def test_client_repr_shows_every_bound():
     )
     text = repr(client)
     assert "deadline=30.0" in text and "connect_timeout=2.5" in text, text
+
+
+def test_all_lists_every_public_name_sorted_as_ruff_sorts_it():
+    import ast
+    import pathlib
+
+    source = pathlib.Path(failover.__file__).read_text()
+    imported = {
+        alias.asname or alias.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported == set(failover.__all__)
+
+    # ruff's RUF022 order: SCREAMING_CASE, then CamelCase, then the rest.
+    def order(name: str) -> tuple[int, str]:
+        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+    assert failover.__all__ == sorted(failover.__all__, key=order)
+
+
+def test_public_names_report_the_package_and_still_pickle_and_resolve():
+    import pickle
+
+    for name in failover.__all__:
+        value = getattr(failover, name)
+        if callable(value):
+            assert value.__module__ == "failover", name
+            assert pickle.loads(pickle.dumps(value)) is value, name
+        if isinstance(value, type):
+            typing.get_type_hints(value)  # resolved where they were written
+    assert repr(failover.RateLimited) == "<class 'failover.RateLimited'>"
+
+
+def test_an_event_of_an_unknown_kind_is_an_error_not_another_event():
+    from failover._events import _emitter
+
+    seen = []
+    emit = _emitter(seen.append)
+    with pytest.raises(failover.FailoverError, match="unknown kind 'Retried'"):
+        emit("Retried", {"call_id": "c1"})
+    emit("Debug", {"call_id": "c1", "text": "seed= is not sent"})  # logged only
+    assert seen == []

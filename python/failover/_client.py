@@ -6,21 +6,14 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from . import _native, _sleep
-from ._checks import accepts, count, is_async_callable, number, seconds
+from . import _native, _options, _sleep
+from ._checks import count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
-from ._providers import (
-    Pool,
-    Provider,
-    _check_name,
-    _checked_headers,
-    _display_url,
-    _url_problem,
-)
+from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stream import AsyncStream, Stream
 
@@ -32,67 +25,6 @@ Sleeper = Callable[[float], object]
 _DEFAULT_POLICY = RetryPolicy()
 #: More idle connections per host than anyone means.
 _MAX_IDLE_CONNECTIONS = 100_000
-
-
-def _messages(prompt: Prompt) -> list[Any]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, (list, tuple)):
-        raise ConfigurationError(
-            f"prompt must be a str or a list of message dicts, got {type(prompt).__name__}"
-        )
-    # Checked (roles, content) by the native side, before any request.
-    return [dict(m) if isinstance(m, Mapping) and not isinstance(m, dict) else m for m in prompt]
-
-
-def _checked_proxy(proxy: object, where: str = "proxy") -> Optional[str]:
-    if proxy is None:
-        return None
-    if not isinstance(proxy, str):
-        raise ConfigurationError(f"{where} must be a URL (a str) or None, got {proxy!r}")
-    if proxy.lower().startswith("socks"):
-        raise ConfigurationError(
-            f"{where}: socks proxies are not supported: use an http:// or https:// proxy"
-        )
-    problem = _url_problem(proxy)
-    if problem is not None:
-        raise ConfigurationError(
-            f"{where} must be an http(s) URL; {_display_url(proxy)!r} is not: {problem}"
-        )
-    return proxy
-
-
-def _check_proxy_variables() -> None:
-    """The proxy environment variables the transport will use, checked as
-    ``proxy=`` is: a bad one would otherwise fail every call, retried like an
-    outage. Read as the transport reads them: the first of each pair
-    (``HTTPS_PROXY`` before ``https_proxy``), ``ALL_PROXY`` only where one of
-    the others is missing, none under CGI (``REQUEST_METHOD`` set)."""
-    import os
-
-    if "REQUEST_METHOD" in os.environ:
-        return
-
-    def first(upper: str) -> Optional[tuple[str, str]]:
-        for name in (upper, upper.lower()):
-            value = os.environ.get(name)
-            if value is None:
-                continue
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                continue  # not UTF-8: the transport skips it too
-            return name, value.strip()
-        return None
-
-    https, http, every = first("HTTPS_PROXY"), first("HTTP_PROXY"), first("ALL_PROXY")
-    used = [found for found in (https, http) if found and found[1]]
-    if len(used) < 2 and every and every[1]:
-        used.append(every)
-    for name, value in used:
-        # A bare host:port is read as http://host:port, as curl does.
-        url = value if "://" in value else f"http://{value}"
-        _checked_proxy(url, where=f"the {name} environment variable")
 
 
 def _note_dropped_seed(providers: list[Provider]) -> None:
@@ -121,100 +53,6 @@ def _quiesce_at_exit() -> None:
         _QUIESCE_REGISTERED = True
 
 
-def _tools(tools: object) -> Optional[list[dict[str, Any]]]:
-    """``tools=`` as the engine reads it: a list of tool dicts."""
-    if tools is None:
-        return None
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, (list, tuple)):
-        raise ConfigurationError(
-            f"tools must be a list of failover.Tool or tool dicts, got {type(tools).__name__}"
-        )
-    wire: list[dict[str, Any]] = []
-    for tool in tools:
-        if isinstance(tool, Tool):
-            wire.append(tool._wire())
-        elif isinstance(tool, Mapping):
-            wire.append(dict(tool))
-        else:
-            raise ConfigurationError(f"each tool must be a failover.Tool or a dict, got {tool!r}")
-    return wire
-
-
-def _extra_options(
-    args: CallArgs,
-    response_format: object,
-    stop: object,
-    top_p: object,
-    seed: object,
-    headers: object,
-) -> None:
-    """The per-call request options, checked before they cross."""
-    if response_format is None and stop is None and top_p is None and seed is None:
-        # The usual call: nothing to check (headers below are cheap when None).
-        args.response_format = args.stop = args.top_p = args.seed = None
-        args.headers = None
-        if headers is not None:
-            args.headers = list(_checked_headers("headers=", headers).items()) or None
-        return
-    if response_format is not None and not isinstance(response_format, Mapping):
-        raise ConfigurationError(
-            'response_format must be {"type": "json_object"} or '
-            f'{{"type": "json_schema", "json_schema": {{...}}}}, got {response_format!r}'
-        )
-    args.response_format = dict(response_format) if response_format is not None else None
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is not None and (
-        not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop)
-    ):
-        raise ConfigurationError(f"stop must be a str or a list of non-empty str, got {stop!r}")
-    args.stop = list(stop) if stop is not None else None
-    args.top_p = None if top_p is None else number("top_p", top_p, low=0.0, high=1.0)
-    if seed is not None:
-        seed = count("seed", seed, minimum=-(2**63), maximum=2**63 - 1)
-    args.seed = seed
-    checked = _checked_headers("headers=", headers)
-    args.headers = list(checked.items()) if checked else None
-
-
-def _tool_choice(choice: object) -> Optional[str]:
-    """``tool_choice`` as a word or a tool's name: also OpenAI's
-    ``{"type": "function", "function": {"name": ...}}`` and Anthropic's
-    ``{"type": "auto" | "any" | "none"}`` / ``{"type": "tool", "name": ...}``."""
-    if choice is None or isinstance(choice, str):
-        return choice
-    if isinstance(choice, Mapping):
-        kind = choice.get("type")
-        function = choice.get("function")
-        name: object = None
-        known = {"type"}
-        if kind == "function" and isinstance(function, Mapping):
-            name = function.get("name")
-            known.add("function")
-        elif kind == "tool":
-            name = choice.get("name")
-            known.add("name")
-        elif kind in ("auto", "none"):
-            name = kind
-        elif kind == "any":
-            name = "required"
-        extra = sorted(set(choice) - known)
-        if extra and isinstance(name, str):
-            # Not dropped in silence: it means something on one wire only.
-            raise ConfigurationError(
-                f"tool_choice: {', '.join(extra)} is not sent to every provider; give it in "
-                "that provider's params= (Anthropic(params={'tool_choice': "
-                "{'disable_parallel_tool_use': True}}), with tool_choice='auto')"
-            )
-        if isinstance(name, str) and name:
-            return name
-    raise ConfigurationError(
-        'tool_choice must be "auto", "none", "required" or a tool name (or OpenAI\'s '
-        '{"type": "function", "function": {"name": ...}}), '
-        f"got {choice!r}"
-    )
-
-
 class _Entry:
     """A chain entry: one provider, or a pool's members and its strategy."""
 
@@ -237,64 +75,6 @@ class _Unset:
 
 
 _UNSET = _Unset()
-
-
-def _check_sleeper(sleeper: object) -> None:
-    if sleeper is not None and not callable(sleeper):
-        raise ConfigurationError("sleeper must be None, a FakeSleeper or a callable")
-    if sleeper is not None and not hasattr(sleeper, "_native_clock") and not accepts(sleeper, 1):
-        raise ConfigurationError(
-            f"sleeper must take the seconds to sleep as its one argument, got {sleeper!r}"
-        )
-
-
-def _check_on_event(on_event: object) -> None:
-    if on_event is None:
-        return
-    if not callable(on_event):
-        raise ConfigurationError(f"on_event must be a callable taking one event, got {on_event!r}")
-    if not accepts(on_event, 1):
-        raise ConfigurationError(
-            f"on_event must take the event as its one argument, got {on_event!r}"
-        )
-    if is_async_callable(on_event):
-        raise ConfigurationError(
-            "on_event must be a plain function: it is called, never awaited "
-            "(from an async hook, schedule the work with loop.create_task)"
-        )
-
-
-def _idempotency_key(key: object) -> Optional[str]:
-    """``idempotency_key=``: a header value HTTP can carry."""
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key.strip():
-        raise ConfigurationError(f"idempotency_key must be a non-empty str, got {key!r}")
-    problem = _native.check_header("Idempotency-Key", key)
-    if problem is not None:
-        raise ConfigurationError(f"idempotency_key: {problem}")
-    return key
-
-
-def _restart(on_interrupt: object) -> bool:
-    """``on_interrupt=``: ``"raise"`` (the default) or ``"restart"``."""
-    if on_interrupt not in ("raise", "restart"):
-        raise ConfigurationError(f'on_interrupt must be "raise" or "restart", got {on_interrupt!r}')
-    return on_interrupt == "restart"
-
-
-def _checked_verify(verify: object) -> Union[bool, str]:
-    if isinstance(verify, bool):
-        return verify
-    import os
-
-    if isinstance(verify, (str, os.PathLike)):
-        path = os.fspath(verify)
-        if isinstance(path, str) and path:
-            return path
-    raise ConfigurationError(
-        f"verify must be True, False or the path of a PEM CA bundle, got {verify!r}"
-    )
 
 
 class Client:
@@ -357,8 +137,8 @@ class Client:
                 )
         if not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
-        _check_sleeper(sleeper)
-        _check_on_event(on_event)
+        _options.check_sleeper(sleeper)
+        _options.check_on_event(on_event)
         if not isinstance(http2, bool):
             raise ConfigurationError(f"http2 must be True or False, got {http2!r}")
         if state is not None and not isinstance(state, RedisState):
@@ -396,13 +176,13 @@ class Client:
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
         self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
         self._sleeper = sleeper
-        self._proxy = _checked_proxy(proxy)
+        self._proxy = _options.proxy_url(proxy)
         if self._proxy is None:
-            _check_proxy_variables()
+            _options.check_proxy_variables()
         transport = TransportSpec(
             connect_timeout=self._connect_timeout,
             proxy=self._proxy,
-            verify=_checked_verify(verify),
+            verify=_options.verify(verify),
             http2=http2,
             max_idle_connections=max_idle_connections,
         )
@@ -496,10 +276,10 @@ class Client:
                 raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
             other._retry = retry
         if not isinstance(sleeper, _Unset):
-            _check_sleeper(sleeper)
+            _options.check_sleeper(sleeper)
             other._sleeper = sleeper
         if not isinstance(on_event, _Unset):
-            _check_on_event(on_event)
+            _options.check_on_event(on_event)
             other._emit = _emitter(on_event)
         return other
 
@@ -528,13 +308,14 @@ class Client:
     def _common_args(
         self,
         args: Union[CallArgs, EmbedArgs],
+        *,
         provider: Union[str, Sequence[str], None],
         model: Optional[str],
         timeout: Optional[float],
         deadline: Optional[float],
         retry: Optional[RetryPolicy],
+        idempotency_key: Optional[str],
         is_async: bool,
-        idempotency_key: Optional[str] = None,
     ) -> None:
         """What every call has, checked: the chain, the model, the policy,
         the sleeper, the times and the idempotency key."""
@@ -596,21 +377,22 @@ class Client:
         args.deadline = self._deadline if deadline is None else deadline
         args.sleeper = sleeper
         args.model = model
-        args.idempotency_key = _idempotency_key(idempotency_key)
+        args.idempotency_key = _options.idempotency_key(idempotency_key)
         args.emit = self._emit
         args.least_busy = least_busy
 
     def _call_args(
         self,
         prompt: Prompt,
+        *,
         provider: Union[str, Sequence[str], None],
         model: Optional[str],
-        timeout: Optional[float],
-        deadline: Optional[float],
-        retry: Optional[RetryPolicy],
         system: Optional[str],
         max_tokens: Optional[int],
         temperature: Optional[float],
+        timeout: Optional[float],
+        deadline: Optional[float],
+        retry: Optional[RetryPolicy],
         tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
         tool_choice: Union[str, Mapping[str, Any], None],
         response_format: Optional[Mapping[str, Any]],
@@ -618,28 +400,38 @@ class Client:
         top_p: Optional[float],
         seed: Optional[int],
         headers: Optional[Mapping[str, str]],
+        idempotency_key: Optional[str],
         is_async: bool,
-        idempotency_key: Optional[str] = None,
     ) -> CallArgs:
+        """The one place the four chat methods (``prompt``, ``stream`` and
+        their async twins) hand their options to, by keyword: each checked,
+        as the engine reads it."""
         if max_tokens is not None:
             max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
         if temperature is not None:
             temperature = number("temperature", temperature, low=0.0, high=100.0)
         args = CallArgs()
         self._common_args(
-            args, provider, model, timeout, deadline, retry, is_async, idempotency_key
+            args,
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            idempotency_key=idempotency_key,
+            is_async=is_async,
         )
         chain = args.chain
-        args.messages = _messages(prompt)
+        args.messages = _options.prompt_messages(prompt)
         args.system = system
         args.max_tokens = max_tokens
         args.temperature = temperature
-        args.tools = _tools(tools)
-        tool_choice = _tool_choice(tool_choice)
+        args.tools = _options.tools(tools)
+        tool_choice = _options.tool_choice(tool_choice)
         if tool_choice is not None and args.tools is None and tool_choice != "none":
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
-        _extra_options(args, response_format, stop, top_p, seed, headers)
+        _options.request_options(args, response_format, stop, top_p, seed, headers)
         if args.seed is not None:
             _note_dropped_seed([self._providers[self._names[i]] for i in chain])
         self._check_credential_headers(args.headers, chain)
@@ -682,23 +474,23 @@ class Client:
         """
         args = self._call_args(
             prompt,
-            provider,
-            model,
-            timeout,
-            deadline,
-            retry,
-            system,
-            max_tokens,
-            temperature,
-            tools,
-            tool_choice,
-            response_format,
-            stop,
-            top_p,
-            seed,
-            headers,
-            is_async=False,
+            provider=provider,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            stop=stop,
+            top_p=top_p,
+            seed=seed,
+            headers=headers,
             idempotency_key=idempotency_key,
+            is_async=False,
         )
         return Response(self._native.prompt(args))
 
@@ -727,23 +519,23 @@ class Client:
         cancels the request."""
         args = self._call_args(
             prompt,
-            provider,
-            model,
-            timeout,
-            deadline,
-            retry,
-            system,
-            max_tokens,
-            temperature,
-            tools,
-            tool_choice,
-            response_format,
-            stop,
-            top_p,
-            seed,
-            headers,
-            is_async=True,
+            provider=provider,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            stop=stop,
+            top_p=top_p,
+            seed=seed,
+            headers=headers,
             idempotency_key=idempotency_key,
+            is_async=True,
         )
         _quiesce_at_exit()
         return Response(await self._native.prompt_async(args))
@@ -783,25 +575,25 @@ class Client:
         """
         args = self._call_args(
             prompt,
-            provider,
-            model,
-            timeout,
-            deadline,
-            retry,
-            system,
-            max_tokens,
-            temperature,
-            tools,
-            tool_choice,
-            response_format,
-            stop,
-            top_p,
-            seed,
-            headers,
-            is_async=False,
+            provider=provider,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            stop=stop,
+            top_p=top_p,
+            seed=seed,
+            headers=headers,
             idempotency_key=idempotency_key,
+            is_async=False,
         )
-        return Stream(self._native.stream(args, _restart(on_interrupt)))
+        return Stream(self._native.stream(args, _options.restart(on_interrupt)))
 
     def stream_async(
         self,
@@ -830,25 +622,25 @@ class Client:
         the connection."""
         args = self._call_args(
             prompt,
-            provider,
-            model,
-            timeout,
-            deadline,
-            retry,
-            system,
-            max_tokens,
-            temperature,
-            tools,
-            tool_choice,
-            response_format,
-            stop,
-            top_p,
-            seed,
-            headers,
-            is_async=True,
+            provider=provider,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            stop=stop,
+            top_p=top_p,
+            seed=seed,
+            headers=headers,
             idempotency_key=idempotency_key,
+            is_async=True,
         )
-        restart = _restart(on_interrupt)
+        restart = _options.restart(on_interrupt)
         _quiesce_at_exit()
         try:
             native = self._native.stream_async(args, restart)
@@ -864,6 +656,7 @@ class Client:
     def _embed_args(
         self,
         texts: Union[str, Sequence[str]],
+        *,
         provider: Union[str, Sequence[str], None],
         model: Optional[str],
         dimensions: Optional[int],
@@ -871,37 +664,25 @@ class Client:
         deadline: Optional[float],
         retry: Optional[RetryPolicy],
         headers: Optional[Mapping[str, str]],
+        idempotency_key: Optional[str],
         is_async: bool,
-        idempotency_key: Optional[str] = None,
     ) -> EmbedArgs:
-        one = isinstance(texts, str)
-        if isinstance(texts, str):
-            texts = [texts]
-        if not isinstance(texts, (list, tuple)):
-            raise ConfigurationError(
-                f"embed() takes a str or a list of str, got {type(texts).__name__}"
-            )
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ConfigurationError(
-                    f"embed() takes a str or a list of str; texts[{i}] is a {type(text).__name__}"
-                )
-            # As prompt() refuses a conversation with nothing to answer: a
-            # provider would refuse it, or embed nothing.
-            if not text.strip():
-                which = "the text" if one else f"texts[{i}]"
-                raise ConfigurationError(
-                    f"embed() has nothing to embed: {which} is empty (or only whitespace)"
-                )
-        if not texts:
-            raise ConfigurationError("embed() needs at least one text")
+        """Where ``embed`` and ``embed_async`` hand their options, by keyword."""
+        texts = _options.embed_texts(texts)
         if dimensions is not None:
             dimensions = count("dimensions", dimensions, minimum=1, maximum=2**31 - 1)
         args = EmbedArgs()
         self._common_args(
-            args, provider, model, timeout, deadline, retry, is_async, idempotency_key
+            args,
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            idempotency_key=idempotency_key,
+            is_async=is_async,
         )
-        args.texts = list(texts)
+        args.texts = texts
         args.dimensions = dimensions
         args.headers = list(_checked_headers("headers=", headers).items()) or None
         self._check_credential_headers(args.headers, args.chain)
@@ -931,15 +712,15 @@ class Client:
         """
         args = self._embed_args(
             texts,
-            provider,
-            model,
-            dimensions,
-            timeout,
-            deadline,
-            retry,
-            headers,
-            False,
-            idempotency_key,
+            provider=provider,
+            model=model,
+            dimensions=dimensions,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=False,
         )
         return Embeddings(self._native.embed(args))
 
@@ -960,15 +741,15 @@ class Client:
         cancels the request."""
         args = self._embed_args(
             texts,
-            provider,
-            model,
-            dimensions,
-            timeout,
-            deadline,
-            retry,
-            headers,
-            True,
-            idempotency_key,
+            provider=provider,
+            model=model,
+            dimensions=dimensions,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=True,
         )
         _quiesce_at_exit()
         return Embeddings(await self._native.embed_async(args))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._attempt import Attempt
 from ._exceptions import FailoverError, ProviderError
@@ -104,66 +104,106 @@ EventHook = Callable[[Event], object]
 #: must not hide behind a successful answer from the next provider.
 _LOUD_KINDS = frozenset({"auth", "not_found"})
 
+if TYPE_CHECKING:
+    from logging import Logger
+
+    #: What the engine sends for one kind, read into a typed event (or only
+    #: logged, for the kinds that are no event), then logged.
+    _Reader = Callable[[Logger, dict[str, Any]], Optional[Event]]
+
+
+def _retry_scheduled(logger: Logger, fields: dict[str, Any]) -> Event:
+    event = RetryScheduled(**fields)
+    logger.info(
+        "retrying %s in %.3fs after %s (status %s, attempt %d) [call %s]",
+        event.provider,
+        event.delay,
+        event.kind,
+        event.status,
+        event.attempt,
+        event.call_id,
+    )
+    logger.debug("retrying %s because %s", event.provider, event.reason)
+    return event
+
+
+def _failed_over(logger: Logger, fields: dict[str, Any]) -> Event:
+    import logging
+
+    event = FailedOver(**fields)
+    level = logging.WARNING if event.error.kind in _LOUD_KINDS else logging.INFO
+    logger.log(
+        level,
+        "failing over from %s to %s after %s: %s [call %s]",
+        event.from_provider,
+        event.to_provider,
+        event.error.kind,
+        event.error,
+        event.call_id,
+    )
+    logger.debug("leaving %s because %s: %s", event.from_provider, event.reason, event.error)
+    return event
+
+
+def _call_failed(logger: Logger, fields: dict[str, Any]) -> Event:
+    error: FailoverError = fields["error"]
+    event = CallFailed(fields["call_id"], error, error.attempts, fields["reason"])
+    logger.info(
+        "call failed after %d attempt(s): %s [call %s]", len(error.attempts), error, event.call_id
+    )
+    logger.debug("raising %s because %s", type(error).__name__, event.reason)
+    return event
+
+
+def _skipped(logger: Logger, fields: dict[str, Any]) -> None:
+    # Logged only: a skip is no event.
+    logger.info(
+        "skipping %s: %s [call %s]", fields["provider"], fields["reason"], fields["call_id"]
+    )
+
+
+def _notice(logger: Logger, fields: dict[str, Any]) -> None:
+    # A fleet-wide state lost or back: for the log only.
+    logger.warning("%s", fields["text"])
+
+
+def _debug(logger: Logger, fields: dict[str, Any]) -> None:
+    # A hint a provider is not sent: for the DEBUG log only.
+    logger.debug("%s [call %s]", fields["text"], fields["call_id"])
+
+
+#: Every kind the engine sends (``src/python/events.rs``), with its reader.
+#: A kind missing here is an error, never read as another kind.
+_READERS: dict[str, _Reader] = {
+    "RetryScheduled": _retry_scheduled,
+    "FailedOver": _failed_over,
+    "CallFailed": _call_failed,
+    "Skipped": _skipped,
+    "Notice": _notice,
+    "Debug": _debug,
+}
+
 
 def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], None]:
-    """The callable the native engine reports to: builds the event, logs it
-    (INFO for what happens, DEBUG for why), then hands it to ``on_event``.
-    A hook's ordinary exception is logged and the call goes on; a
-    BaseException (KeyboardInterrupt, SystemExit) propagates and ends it."""
+    """The callable the native engine reports to: reads the kind's fields
+    into its event, logs it (INFO for what happens, DEBUG for why), then
+    hands it to ``on_event``. A hook's ordinary exception is logged and the
+    call goes on; a BaseException (KeyboardInterrupt, SystemExit) propagates
+    and ends it. An unknown kind raises (the engine reports it to
+    ``sys.unraisablehook``): a kind added on one side only."""
 
     def emit(kind: str, fields: dict[str, Any]) -> None:
+        reader = _READERS.get(kind)
+        if reader is None:
+            raise FailoverError(
+                f"the engine sent an event of unknown kind {kind!r}; known: {sorted(_READERS)}"
+            )
         # Imported here, on the first event, to keep `import failover` cheap.
         import logging
 
         logger = logging.getLogger("failover")
-        event: Event
-        if kind == "Notice":
-            logger.warning("%s", fields["text"])
-            return
-        if kind == "Debug":
-            logger.debug("%s [call %s]", fields["text"], fields["call_id"])
-            return
-        if kind == "Skipped":
-            # Logged only: a skip is no event.
-            logger.info(
-                "skipping %s: %s [call %s]", fields["provider"], fields["reason"], fields["call_id"]
-            )
-            return
-        if kind == "RetryScheduled":
-            event = RetryScheduled(**fields)
-            logger.info(
-                "retrying %s in %.3fs after %s (status %s, attempt %d) [call %s]",
-                event.provider,
-                event.delay,
-                event.kind,
-                event.status,
-                event.attempt,
-                event.call_id,
-            )
-            logger.debug("retrying %s because %s", event.provider, event.reason)
-        elif kind == "FailedOver":
-            event = FailedOver(**fields)
-            level = logging.WARNING if event.error.kind in _LOUD_KINDS else logging.INFO
-            logger.log(
-                level,
-                "failing over from %s to %s after %s: %s [call %s]",
-                event.from_provider,
-                event.to_provider,
-                event.error.kind,
-                event.error,
-                event.call_id,
-            )
-            logger.debug(
-                "leaving %s because %s: %s", event.from_provider, event.reason, event.error
-            )
-        else:
-            call_id, error, reason = fields["call_id"], fields["error"], fields["reason"]
-            event = CallFailed(call_id, error, error.attempts, reason)
-            logger.info(
-                "call failed after %d attempt(s): %s [call %s]", len(error.attempts), error, call_id
-            )
-            logger.debug("raising %s because %s", type(error).__name__, reason)
-        if on_event is not None:
+        event = reader(logger, fields)
+        if event is not None and on_event is not None:
             try:
                 on_event(event)
             except Exception:
