@@ -686,12 +686,8 @@ mod tests {
         let slots = slots(providers);
         let spec = CallSpec {
             call_id: "call-1",
-            providers: &slots,
-            policy: &policy,
-            attempt_timeout: Duration::from_secs(60),
             deadline,
-            spent: Duration::ZERO,
-            state: None,
+            ..spec(&slots, &policy)
         };
         let result = futures_util::FutureExt::now_or_never(run_from(
             &spec,
@@ -711,6 +707,20 @@ mod tests {
             sleeps: clock.sleeps(),
             events,
             calls: calls.into_inner().unwrap(),
+        }
+    }
+
+    /// A call's spec with the tests' usual values: call id "c", a 60 s
+    /// attempt timeout, no deadline, nothing spent before, no shared state.
+    fn spec<'a>(providers: &'a [ProviderSlot<'a>], policy: &'a RetryPolicy) -> CallSpec<'a> {
+        CallSpec {
+            call_id: "c",
+            providers,
+            policy,
+            attempt_timeout: Duration::from_secs(60),
+            deadline: None,
+            spent: Duration::ZERO,
+            state: None,
         }
     }
 
@@ -835,13 +845,7 @@ mod tests {
         three[1].unable = Some("its wire takes no image here");
         let policy = RetryPolicy::default();
         let spec = CallSpec {
-            call_id: "c",
-            providers: &three,
-            policy: &policy,
-            attempt_timeout: secs(60.0),
-            deadline: None,
-            spent: Duration::ZERO,
-            state: None,
+            ..spec(&three, &policy)
         };
         let mut called = Vec::new();
         let mut events = Vec::new();
@@ -1125,13 +1129,9 @@ mod tests {
         let slots = slots(1);
         let policy = RetryPolicy::default();
         let spec = CallSpec {
-            call_id: "c",
-            providers: &slots,
-            policy: &policy,
-            attempt_timeout: secs(60.0),
             deadline: Some(secs(5.0)),
             spent: secs(4.0),
-            state: None,
+            ..spec(&slots, &policy)
         };
         let mut seen = Vec::new();
         let result = futures_util::FutureExt::now_or_never(run_from(
@@ -1163,13 +1163,8 @@ mod tests {
         let slots = slots(2);
         let policy = RetryPolicy::default();
         let spec = CallSpec {
-            call_id: "c",
-            providers: &slots,
-            policy: &policy,
-            attempt_timeout: secs(60.0),
             deadline: Some(secs(1.0)),
-            spent: Duration::ZERO,
-            state: None,
+            ..spec(&slots, &policy)
         };
         let mut calls = 0;
         // The first attempt itself uses up the deadline (the clock moves during it).
@@ -1268,13 +1263,7 @@ mod tests {
         let slots = slots(2);
         let policy = RetryPolicy::default();
         let spec = CallSpec {
-            call_id: "c",
-            providers: &slots,
-            policy: &policy,
-            attempt_timeout: Duration::from_secs(60),
-            deadline: None,
-            spent: Duration::ZERO,
-            state: None,
+            ..spec(&slots, &policy)
         };
         let broken = |kind, retries_done| Resume {
             provider: 0,
@@ -1660,13 +1649,8 @@ mod tests {
             .collect();
         let policy = RetryPolicy::default();
         let spec = CallSpec {
-            call_id: "c",
-            providers: &slots,
-            policy: &policy,
-            attempt_timeout: Duration::from_secs(60),
-            deadline: None,
-            spent: Duration::ZERO,
             state: Some(&shared.state),
+            ..spec(&slots, &policy)
         };
         let (mut unit, mut on_event) = (|| 0.0, |_| {});
         let mut future = Box::pin(run_from(
