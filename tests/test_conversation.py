@@ -729,6 +729,21 @@ def test_a_thinking_budget_gets_room_above_it_in_max_tokens(mock_server):
         assert mock_server.requests[-1].json["max_tokens"] == 4096
 
 
+def test_a_max_tokens_at_or_below_the_thinking_budget_skips_anthropic(
+    mock_server, backup_server, call
+):
+    """Anthropic refuses it as a bad request, which would stop the chain: it is a call the
+    wire cannot take. Found by the last new-user trial of 2026-12-01."""
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    backup_server.push_text("from gpt")
+    client = failover.Client(
+        {"claude": anthropic(mock_server, params=thinking), "gpt": openai(backup_server)}
+    )
+    r = call(client, max_tokens=2048)
+    assert r.provider == "gpt" and mock_server.requests == []
+    assert r.attempts[0].skipped is not None and "budget_tokens (2048" in r.attempts[0].skipped
+
+
 def test_without_thinking_anthropic_gets_the_temperature(mock_server):
     mock_server.push_text("ok", wire="anthropic")
     disabled = anthropic(mock_server, params={"thinking": {"type": "disabled"}})

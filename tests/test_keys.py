@@ -164,6 +164,30 @@ def test_the_key_a_callable_returned_is_redacted_from_what_echoes_it(
         assert "rotating-key-0001" not in text, text
 
 
+def test_an_earlier_key_of_a_rotating_callable_is_redacted_too(mock_server, call, caplog):
+    """A 401 that echoes the expired token, in a later call than the one that sent it (the
+    README's rotating-token callable). Found by the last new-user trial of 2026-12-01."""
+    keys = iter(["tokA-1111111111111111111111111111", "tokB-2222222222222222222222222222"])
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, api_key=lambda: next(keys)
+    )
+    events: list[object] = []
+    caplog.set_level(logging.DEBUG, logger="failover")
+    client = failover.Client({"o": provider}, on_event=events.append)
+    mock_server.push_text("ok")
+    assert call(client).text == "ok"
+    echo = "token tokA-1111111111111111111111111111 expired; "
+    echo += "you sent tokB-2222222222222222222222222222"
+    mock_server.push(401, json={"error": {"message": echo}})
+    with pytest.raises(failover.AuthenticationError) as info:
+        call(client)
+    texts = [str(info.value), info.value.body or "", repr(info.value)]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    assert any("<redacted> expired" in t for t in texts)
+    for text in texts:
+        assert "tokA-1111" not in text and "tokB-2222" not in text, text
+
+
 def test_a_key_callable_that_raises_fails_over(mock_server, backup_server, call):
     """Found hardening the first slice."""
 

@@ -529,3 +529,12 @@ def test_retry_after_on_odd_python_values_is_no_hint():
         node.append([])
         node = node[0]  # type: ignore[assignment]
     assert failover.retry_after({}, deep) is None
+
+
+@pytest.mark.parametrize("option", ["delay", "interval"])
+@pytest.mark.parametrize("bad", [True, False, "0.1", None])
+def test_mock_server_seconds_are_numbers(option: str, bad: object) -> None:
+    """Found by the last new-user trial of 2026-12-01: True was taken as one second."""
+    with MockServer() as server:
+        with pytest.raises(ValueError, match=option):
+            server.push(sse=["data: 1"], **{option: bad})

@@ -312,6 +312,9 @@ class MockServer:
         events = list(sse) if sse is not None else None
         if events is not None and not all(isinstance(e, str) for e in events):
             raise ValueError("sse= events are str, each the text of one event ('data: {...}')")
+        for name, seconds in (("delay", delay), ("interval", interval)):
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise ValueError(f"{name} must be a number of seconds, got {seconds!r}")
         self._native.push(status, pairs, raw, events, delay, fault, pieces, interval)
 
     def push_text(

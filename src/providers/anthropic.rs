@@ -99,12 +99,9 @@ pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) 
         .collect();
     let thinking = thinking(params, request);
     // Anthropic takes no `max_tokens` at or below a thinking budget: when
-    // the caller names none, the budget comes on top of the usual room.
-    let budget = params
-        .filter(|_| thinking == Thinking::On)
-        .and_then(|p| p.pointer("/thinking/budget_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    // the caller names none, the budget comes on top of the usual room (one
+    // named at or below it skips Anthropic, see [`unable`]).
+    let budget = thinking_budget(params, request).unwrap_or(0);
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert(
@@ -198,9 +195,23 @@ pub(super) fn unable(request: &ChatRequest, params: Option<&Value>) -> Option<St
                     .into(),
             )
         }
-        Some(Role::User) => None,
+        Some(Role::User) => match (thinking_budget(params, request), request.max_tokens) {
+            (Some(budget), Some(max)) if max <= budget => Some(format!(
+                "Anthropic takes no max_tokens ({max}) at or below thinking's budget_tokens \
+                 ({budget}, its params)"
+            )),
+            _ => None,
+        },
         Some(_) => Some("Anthropic needs the conversation to start with a user message".into()),
     }
+}
+
+/// The `budget_tokens` of thinking, when it is on for this request.
+fn thinking_budget(params: Option<&Value>, request: &ChatRequest) -> Option<u64> {
+    params
+        .filter(|_| thinking(params, request) == Thinking::On)
+        .and_then(|p| p.pointer("/thinking/budget_tokens"))
+        .and_then(Value::as_u64)
 }
 
 /// What the provider's `params` make of thinking for one request.

@@ -31,8 +31,31 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 pub(super) enum KeySource {
     /// Fixed when the client was built (or no key at all).
     Fixed,
-    /// A Python callable, called for each attempt (rotating tokens).
-    Callable(Py<PyAny>),
+    /// A Python callable, called for each attempt (rotating tokens), and
+    /// the keys it gave lately: a provider may echo an expired one.
+    Callable(Py<PyAny>, RecentKeys),
+}
+
+/// The last keys a key callable gave, redacted with the current one.
+#[derive(Default)]
+pub(super) struct RecentKeys(std::sync::Mutex<std::collections::VecDeque<String>>);
+
+impl RecentKeys {
+    /// How many keys are kept: enough for a token rotated while calls were
+    /// in flight, few enough that every echo is searched for them cheaply.
+    const KEPT: usize = 8;
+
+    /// Notes `key` and returns the keys kept, it included.
+    fn remember(&self, key: &str) -> Vec<String> {
+        let mut keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !keys.iter().any(|k| k == key) {
+            if keys.len() == Self::KEPT {
+                keys.pop_front();
+            }
+            keys.push_back(key.to_string());
+        }
+        keys.iter().cloned().collect()
+    }
 }
 
 pub(super) struct Inner {
@@ -511,20 +534,25 @@ pub(super) async fn run_engine(
                     KeySource::Fixed => {
                         providers::authorize(provider, &base, provider.api_key.as_deref())
                     }
-                    KeySource::Callable(_) => base,
+                    KeySource::Callable(..) => base,
                 }
             });
             let sent = match source {
                 KeySource::Fixed => Ok(built.clone()),
                 // The caller's own header under the key's name: the key is
                 // not sent, so its callable is not asked.
-                KeySource::Callable(_) if providers::key_header_given(provider, built) => {
+                KeySource::Callable(..) if providers::key_header_given(provider, built) => {
                     Ok(built.clone())
                 }
-                KeySource::Callable(callable) => {
+                KeySource::Callable(callable, recent) => {
                     let key_error = |error| key_errors.set(index, error);
-                    callable_key(provider, callable, &built.secrets, interrupt, key_error)
-                        .map(|key| providers::authorize(provider, built, Some(&key)))
+                    callable_key(provider, callable, &built.secrets, interrupt, key_error).map(
+                        |key| {
+                            let mut sent = providers::authorize(provider, built, Some(&key));
+                            providers::add_secrets(&mut sent.secrets, &recent.remember(&key));
+                            sent
+                        },
+                    )
                 }
             };
             let retry_count = tries[index];

@@ -57,7 +57,9 @@ impl NativeClient {
                 None => (None, KeySource::Fixed),
                 Some(key) => match key.bind(py).cast::<PyString>() {
                     Ok(text) => (Some(text.to_cow()?.into_owned()), KeySource::Fixed),
-                    Err(_) if key.bind(py).is_callable() => (None, KeySource::Callable(key)),
+                    Err(_) if key.bind(py).is_callable() => {
+                        (None, KeySource::Callable(key, Default::default()))
+                    }
                     Err(_) => {
                         return Err(configuration_error(format!(
                             "provider {:?}: api_key must be a str or a callable returning one",
