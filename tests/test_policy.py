@@ -85,11 +85,11 @@ def test_worst_case_is_what_the_engine_sleeps(mock_server, backup_server, policy
     """Issue 16: worst_case() came from numbers re-typed in Python (openai's 120 s while the
     engine held 10/60); it is now the engine's own account, and a call that gets every
     longest wait sleeps exactly that."""
-    caps = (policy.max_retry_after, policy.max_retry_after_last)
-    for server, (retries, cap) in zip(
-        (mock_server, backup_server),
-        ((policy.max_retries, caps[0]), (policy.max_retries_last, caps[1])),
-    ):
+    plan = [
+        (mock_server, policy.max_retries, policy.max_retry_after),
+        (backup_server, policy.max_retries_last, policy.max_retry_after_last),
+    ]
+    for server, retries, cap in plan:
         for _ in range(retries + 1):
             server.push(
                 429, headers={"retry-after": f"{cap:g}"}, json={"error": {"message": "slow"}}
@@ -100,8 +100,7 @@ def test_worst_case_is_what_the_engine_sleeps(mock_server, backup_server, policy
     )
     with pytest.raises(failover.RateLimited):
         client.prompt("Hi")
-    expected = [caps[0]] * policy.max_retries + [caps[1]] * policy.max_retries_last
-    assert sleeper.sleeps == expected
+    assert sleeper.sleeps == [cap for _, retries, cap in plan for _ in range(retries)]
     assert sum(sleeper.sleeps) == policy.worst_case(0, providers=2)
 
 

@@ -14,7 +14,7 @@ use pyo3::exceptions::PyTypeError;
 use super::call::KeySource;
 use super::convert::json_from;
 use super::errors::{configuration_error, seconds};
-use crate::engine::policy::{Backoff, Preset, MAX_RETRIES};
+use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
 use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig, Wire};
@@ -227,16 +227,6 @@ impl NativePolicy {
         max_cooldown: f64,
         max_hinted_cooldown: f64,
     ) -> PyResult<Self> {
-        for (name, value) in [
-            ("max_retries", max_retries),
-            ("max_retries_last", max_retries_last),
-        ] {
-            if value > MAX_RETRIES {
-                return Err(configuration_error(format!(
-                    "{name} must be at most {MAX_RETRIES}, got {value}"
-                )));
-            }
-        }
         let stop_on = stop_on
             .iter()
             .map(|name| {

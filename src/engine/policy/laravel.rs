@@ -59,7 +59,7 @@ impl RetryPolicy {
         let reason = if !busy {
             "laravel: only a 429 or an overloaded status is retried".to_string()
         } else if s.retries_done >= self.max_retries {
-            "laravel: two attempts per provider".to_string()
+            format!("laravel: {} attempts per provider", self.max_retries + 1)
         } else {
             format!("laravel: Retry-After is not a plain integer <= {max_wait_secs}")
         };

@@ -41,7 +41,7 @@ impl RetryPolicy {
         let give_up =
             |reason: &str| Verdict::give_up(self.fails_over(f.kind), format!("openai: {reason}"));
         if s.retries_done >= self.max_retries {
-            return give_up("2 retries used");
+            return give_up(&format!("{} retries used", self.max_retries));
         }
         let wanted = match (hints::should_retry(&f.headers), f.status) {
             _ if f.cut_short => true,

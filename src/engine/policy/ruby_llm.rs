@@ -47,7 +47,7 @@ impl RetryPolicy {
             return give_up("this failure is not retried");
         }
         if s.retries_done >= self.max_retries {
-            return give_up("3 retries used");
+            return give_up(&format!("{} retries used", self.max_retries));
         }
         // faraday-retry: interval * factor**n capped at max_interval, plus
         // rand * interval_randomness * interval.
