@@ -67,8 +67,20 @@ def test_an_unbounded_preset_shows_infinity():
 
 
 def test_the_default_policy_holds_the_engines_defaults():
-    """Issue 16: RetryPolicy()'s defaults and the engine's RetryPolicy::default are one policy."""
+    """Issue 16: RetryPolicy()'s defaults were written in Python and in the engine; they are
+    read from the engine, and a policy made from them is the engine's default."""
     assert failover.RetryPolicy._make_preset("default") == failover.RetryPolicy()
+    assert failover.RetryPolicy() == failover.RetryPolicy(
+        1,
+        2,
+        10.0,
+        60.0,
+        failover.Backoff(0.5, 2.0, 8.0, 0.25),
+        {"bad_request"},
+        failover.RetryBudget(0.2, 10.0, 10.0),
+        30.0,
+        3600.0,
+    ), "the public defaults did not change"
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ threads, and is checked once, when it is made.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from . import _native
 from ._checks import count, number, seconds
@@ -21,6 +21,12 @@ KINDS: tuple[str, ...] = _native.ERROR_KINDS
 #: Only a request that is wrong in itself ends a call by default: a bad key or
 #: a missing model belongs to one provider, and the next has its own.
 DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
+
+# Failover's own policy as the engine defines it (src/engine/policy/default.rs,
+# RetryBudget::default): the signature defaults below are its numbers.
+_DEFAULT = _native.NativePolicy.preset("default")
+_BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter)
+_BUDGET = cast("tuple[float, float, float]", _DEFAULT.budget)  # (ratio, reserve, window)
 
 
 def _stop_on(value: object) -> frozenset[str]:
@@ -55,10 +61,10 @@ class Backoff(Record):
 
     def __init__(
         self,
-        initial: float = 0.5,
-        multiplier: float = 2.0,
-        max: float = 8.0,
-        jitter: float = 0.25,
+        initial: float = _BACKOFF[0],
+        multiplier: float = _BACKOFF[1],
+        max: float = _BACKOFF[2],
+        jitter: float = _BACKOFF[3],
     ) -> None:
         self._init(
             initial=seconds("initial", initial),
@@ -99,7 +105,10 @@ class RetryBudget(Record):
     window: float
 
     def __init__(
-        self, ratio: float = 0.2, min_retries_per_second: float = 10.0, window: float = 10.0
+        self,
+        ratio: float = _BUDGET[0],
+        min_retries_per_second: float = _BUDGET[1],
+        window: float = _BUDGET[2],
     ) -> None:
         self._init(
             ratio=number("ratio", ratio, low=0.0, high=1000.0),
@@ -159,15 +168,15 @@ class RetryPolicy(Record):
 
     def __init__(
         self,
-        max_retries: int = 1,
-        max_retries_last: int = 2,
-        max_retry_after: float = 10.0,
-        max_retry_after_last: float = 60.0,
+        max_retries: int = _DEFAULT.max_retries,
+        max_retries_last: int = _DEFAULT.max_retries_last,
+        max_retry_after: float = _DEFAULT.max_retry_after,
+        max_retry_after_last: float = _DEFAULT.max_retry_after_last,
         backoff: Optional[Backoff] = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
         budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
-        max_cooldown: float = 30.0,
-        max_hinted_cooldown: float = 3600.0,
+        max_cooldown: float = _DEFAULT.max_cooldown,
+        max_hinted_cooldown: float = _DEFAULT.max_hinted_cooldown,
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
