@@ -1,15 +1,15 @@
 //! The typed seam between `failover._client` and the engine: what Python
 //! hands over, read by attribute into named structs (the Python half is
 //! `failover/_seam.py`), and what comes back, as frozen classes with named
-//! fields. Adding a field touches one definition on each side.
+//! fields. Adding a field touches one definition on each side; a provider
+//! field is read in one place, [`ProviderSpec`]'s conversion.
 
 use std::time::Duration;
 
-use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString};
-
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyList, PyString};
 
 use super::call::KeySource;
 use super::convert::json_from;
