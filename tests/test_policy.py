@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import pickle
 
 import pytest
@@ -52,6 +53,92 @@ def test_presets_show_the_numbers_they_use():
     assert (laravel.max_retries, laravel.max_retries_last, laravel.max_retry_after) == (1, 1, 10.0)
     ruby = failover.RetryPolicy.ruby_llm(30)
     assert (ruby.max_retries, ruby.backoff.initial, ruby.backoff.max) == (3, 0.1, 30.0)
+
+
+def test_an_unbounded_preset_shows_infinity():
+    """Issue 16: ruby_llm()'s unbounded waits were shown as 1e9 s."""
+    ruby = failover.RetryPolicy.ruby_llm()
+    assert ruby.max_retry_after == ruby.max_retry_after_last == ruby.backoff.max == math.inf
+    assert repr(ruby.backoff) == "Backoff(initial=0.1, multiplier=2.0, max=inf, jitter=0.5)"
+    assert pickle.loads(pickle.dumps(ruby.backoff)) == ruby.backoff
+    assert copy.deepcopy(ruby) == ruby
+    # A finite backoff keeps its checks when rebuilt.
+    assert pickle.loads(pickle.dumps(failover.Backoff(max=3))) == failover.Backoff(max=3)
+
+
+def test_the_default_policy_holds_the_engines_defaults():
+    """Issue 16: RetryPolicy()'s defaults were written in Python and in the engine; they are
+    read from the engine, and a policy made from them is the engine's default."""
+    assert failover.RetryPolicy._make_preset("default") == failover.RetryPolicy()
+    assert failover.RetryPolicy() == failover.RetryPolicy(
+        1,
+        2,
+        10.0,
+        60.0,
+        failover.Backoff(0.5, 2.0, 8.0, 0.25),
+        {"bad_request"},
+        failover.RetryBudget(0.2, 10.0, 10.0),
+        30.0,
+        3600.0,
+    ), "the public defaults did not change"
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        failover.RetryPolicy(),
+        failover.RetryPolicy.laravel(),
+        failover.RetryPolicy.openai(),
+        failover.RetryPolicy.ruby_llm(30),
+    ],
+    ids=repr,
+)
+def test_worst_case_is_what_the_engine_sleeps(mock_server, backup_server, policy):
+    """Issue 16: worst_case() came from numbers re-typed in Python (openai's 120 s while the
+    engine held 10/60); it is now the engine's own account, and a call that gets every
+    longest wait sleeps exactly that."""
+    plan = [
+        (mock_server, policy.max_retries, policy.max_retry_after),
+        (backup_server, policy.max_retries_last, policy.max_retry_after_last),
+    ]
+    for server, retries, cap in plan:
+        for _ in range(retries + 1):
+            server.push(
+                429, headers={"retry-after": f"{cap:g}"}, json={"error": {"message": "slow"}}
+            )
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, retry=policy, sleeper=sleeper
+    )
+    with pytest.raises(failover.RateLimited):
+        client.prompt("Hi")
+    assert sleeper.sleeps == [cap for _, retries, cap in plan for _ in range(retries)]
+    assert sum(sleeper.sleeps) == policy.worst_case(0, providers=2)
+
+
+def test_worst_case_counts_the_backoff_the_engine_sleeps(mock_server):
+    """Issue 16: with caps under the backoff, worst_case() counted backoff.max for every
+    retry; the engine sleeps each step of the backoff."""
+    policy = failover.RetryPolicy(max_retry_after_last=0, backoff=failover.Backoff(jitter=0))
+    for _ in range(policy.max_retries_last + 1):
+        mock_server.push(503)
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, retry=policy, sleeper=sleeper)
+    with pytest.raises(failover.ProviderOverloaded):
+        client.prompt("Hi")
+    b = policy.backoff
+    assert sleeper.sleeps == [b.initial, b.initial * b.multiplier]
+    assert policy.worst_case(0) == sum(sleeper.sleeps)
+    assert policy.worst_case(10) == 3 * 10 + sum(sleeper.sleeps)
+
+
+def test_the_retry_cap_is_the_engines(mock_server):
+    """Issue 16: the cap was written in Python and again in the engine's backoff."""
+    cap = failover._native.MAX_RETRIES
+    assert failover.RetryPolicy(max_retries=cap, max_retries_last=cap).max_retries == cap
+    for name in ("max_retries", "max_retries_last"):
+        with pytest.raises(failover.ConfigurationError, match=f"{name} .* to {cap}"):
+            failover.RetryPolicy(**{name: cap + 1})
 
 
 @pytest.mark.parametrize("status", [409, 425])
@@ -180,6 +267,18 @@ def test_presets_keep_their_peers_rules(mock_server, backup_server, call):
 def test_a_providers_own_overloaded_4xx_is_accepted(mock_server):
     """Found by trying the first slice as a new user."""
     assert 498 in openai(mock_server, overloaded_statuses=[498]).overloaded_statuses
+
+
+def test_the_default_overloaded_statuses_are_the_engines(mock_server, call):
+    """Issue 16: the list was written in Python and in the engine; the engine's is the one."""
+    engine = failover._native.DEFAULT_OVERLOADED_STATUSES
+    assert openai(mock_server).overloaded_statuses == engine
+    assert failover.Anthropic(model="m", api_key="k").overloaded_statuses == (*engine, 529)
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    for status in engine:
+        mock_server.push(status)
+        with pytest.raises(failover.ProviderOverloaded):
+            call(client)
 
 
 def test_overloaded_statuses_add_to_the_wires_own(mock_server, call):

@@ -179,16 +179,7 @@ def test_a_malformed_proxy_url_never_shows_its_password(proxy):
 
 def test_a_proxy_password_from_the_environment_is_redacted(mock_server, monkeypatch):
     """Found by trying the first slice as a new user."""
-    for name in (
-        "HTTPS_PROXY",
-        "https_proxy",
-        "http_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-        "NO_PROXY",
-        "no_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    clear_proxy_variables(monkeypatch)
     monkeypatch.setenv(
         "HTTP_PROXY", mock_server.url.replace("http://", "http://pu:ENVPROXYPW_123456@")
     )

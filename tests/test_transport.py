@@ -229,8 +229,7 @@ def test_max_idle_connections_decides_whether_connections_are_reused():
 
 def test_the_proxy_environment_variables_are_checked_when_the_client_is_built(monkeypatch):
     """Found by trying the first slice as a new user."""
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    clear_proxy_variables(monkeypatch)
     monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
     with pytest.raises(failover.ConfigurationError, match="ALL_PROXY"):
         failover.Client({"a": failover.OpenAI(model="m", api_key="k")})

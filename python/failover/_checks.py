@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 
 from ._exceptions import ConfigurationError
+from ._native import MAX_RETRIES as MAX_RETRIES
 from ._native import MAX_SECONDS as MAX_SECONDS
 
-# MAX_SECONDS (1e9, about 31 years) is the engine's: longer than any wait or
-# timeout anyone means, and the value an absurd Retry-After counts as.
-
-#: More retries than any policy should make on one provider in one call.
-MAX_RETRIES = 1000
+# Both are the engine's. MAX_SECONDS (1e9, about 31 years): longer than any
+# wait or timeout anyone means, and the value an absurd Retry-After counts
+# as. MAX_RETRIES: more retries than any policy should make on one provider
+# in one call (the engine bounds a backoff's exponent by it too).
 
 
 def seconds(name: str, value: object, *, positive: bool = False) -> float:

@@ -7,8 +7,10 @@ from typing import Any, final
 from ._seam import CallArgs, EmbedArgs, ProviderSpec, TransportSpec
 
 __all__ = [
+    "DEFAULT_OVERLOADED_STATUSES",
     "DEFAULT_STOP_ON",
     "ERROR_KINDS",
+    "MAX_RETRIES",
     "MAX_SECONDS",
     "PROXY_VARIABLES",
     "AttemptData",
@@ -37,8 +39,10 @@ __all__ = [
 
 __version__: str
 MAX_SECONDS: float
+MAX_RETRIES: int
 ERROR_KINDS: tuple[str, ...]
 DEFAULT_STOP_ON: tuple[str, ...]
+DEFAULT_OVERLOADED_STATUSES: tuple[int, ...]
 PROXY_VARIABLES: tuple[str, ...]
 
 def retry_after(
@@ -59,7 +63,6 @@ class NativePolicy:
     def __new__(
         cls,
         *,
-        preset: str,
         max_retries: int,
         max_retries_last: int,
         max_retry_after: float,
@@ -68,14 +71,32 @@ class NativePolicy:
         backoff_multiplier: float,
         backoff_max: float,
         backoff_jitter: float,
-        max_interval: float | None,
         stop_on: list[str],
         budget: tuple[float, float, float] | None,
         max_cooldown: float,
         max_hinted_cooldown: float,
     ) -> NativePolicy: ...
+    @staticmethod
+    def preset(name: str, max_interval: float | None = None) -> NativePolicy: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def max_retries_last(self) -> int: ...
+    @property
+    def max_retry_after(self) -> float: ...
+    @property
+    def max_retry_after_last(self) -> float: ...
+    @property
+    def backoff(self) -> tuple[float, float, float, float]: ...
     @property
     def stop_on(self) -> list[str]: ...
+    @property
+    def budget(self) -> tuple[float, float, float] | None: ...
+    @property
+    def max_cooldown(self) -> float: ...
+    @property
+    def max_hinted_cooldown(self) -> float: ...
+    def longest_waits(self, is_last: bool) -> list[float]: ...
 
 @final
 class AttemptData:

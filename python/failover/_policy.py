@@ -7,10 +7,10 @@ threads, and is checked once, when it is made.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from . import _native
-from ._checks import MAX_SECONDS, count, number, seconds
+from ._checks import count, number, seconds
 from ._exceptions import ConfigurationError
 from ._record import Record
 
@@ -21,6 +21,12 @@ KINDS: tuple[str, ...] = _native.ERROR_KINDS
 #: Only a request that is wrong in itself ends a call by default: a bad key or
 #: a missing model belongs to one provider, and the next has its own.
 DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
+
+# Failover's own policy as the engine defines it (src/engine/policy/default.rs,
+# RetryBudget::default): the signature defaults below are its numbers.
+_DEFAULT = _native.NativePolicy.preset("default")
+_BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter)
+_BUDGET = cast("tuple[float, float, float]", _DEFAULT.budget)  # (ratio, reserve, window)
 
 
 def _stop_on(value: object) -> frozenset[str]:
@@ -55,10 +61,10 @@ class Backoff(Record):
 
     def __init__(
         self,
-        initial: float = 0.5,
-        multiplier: float = 2.0,
-        max: float = 8.0,
-        jitter: float = 0.25,
+        initial: float = _BACKOFF[0],
+        multiplier: float = _BACKOFF[1],
+        max: float = _BACKOFF[2],
+        jitter: float = _BACKOFF[3],
     ) -> None:
         self._init(
             initial=seconds("initial", initial),
@@ -66,6 +72,21 @@ class Backoff(Record):
             max=seconds("max", max),
             jitter=number("jitter", jitter, low=0.0, high=1.0),
         )
+
+    @classmethod
+    def _engine(cls, numbers: tuple[float, float, float, float]) -> Backoff:
+        """A preset's backoff as the engine holds it: ``max`` is ``inf`` where
+        nothing bounds it (``RetryPolicy.ruby_llm()``), which ``Backoff()``
+        refuses."""
+        initial, multiplier, max, jitter = numbers
+        backoff = cls.__new__(cls)
+        backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter)
+        return backoff
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.max == float("inf"):
+            return (Backoff._engine, ((self.initial, self.multiplier, self.max, self.jitter),))
+        return super().__reduce__()
 
 
 class RetryBudget(Record):
@@ -84,7 +105,10 @@ class RetryBudget(Record):
     window: float
 
     def __init__(
-        self, ratio: float = 0.2, min_retries_per_second: float = 10.0, window: float = 10.0
+        self,
+        ratio: float = _BUDGET[0],
+        min_retries_per_second: float = _BUDGET[1],
+        window: float = _BUDGET[2],
     ) -> None:
         self._init(
             ratio=number("ratio", ratio, low=0.0, high=1000.0),
@@ -144,15 +168,15 @@ class RetryPolicy(Record):
 
     def __init__(
         self,
-        max_retries: int = 1,
-        max_retries_last: int = 2,
-        max_retry_after: float = 10.0,
-        max_retry_after_last: float = 60.0,
+        max_retries: int = _DEFAULT.max_retries,
+        max_retries_last: int = _DEFAULT.max_retries_last,
+        max_retry_after: float = _DEFAULT.max_retry_after,
+        max_retry_after_last: float = _DEFAULT.max_retry_after_last,
         backoff: Optional[Backoff] = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
         budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
-        max_cooldown: float = 30.0,
-        max_hinted_cooldown: float = 3600.0,
+        max_cooldown: float = _DEFAULT.max_cooldown,
+        max_hinted_cooldown: float = _DEFAULT.max_hinted_cooldown,
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {backoff!r}")
@@ -169,14 +193,10 @@ class RetryPolicy(Record):
             max_cooldown=seconds("max_cooldown", max_cooldown),
             max_hinted_cooldown=seconds("max_hinted_cooldown", max_hinted_cooldown),
         )
-        self._finish("default", None)
-
-    def _finish(self, preset: str, max_interval: Optional[float]) -> None:
         b = self.backoff
         # What the engine receives, checked and built once: policies are
         # reused by every call.
         native = _native.NativePolicy(
-            preset=preset,
             max_retries=self.max_retries,
             max_retries_last=self.max_retries_last,
             max_retry_after=self.max_retry_after,
@@ -185,7 +205,6 @@ class RetryPolicy(Record):
             backoff_multiplier=b.multiplier,
             backoff_max=b.max,
             backoff_jitter=b.jitter,
-            max_interval=max_interval,
             stop_on=sorted(self.stop_on),
             budget=None
             if self.budget is None
@@ -194,25 +213,34 @@ class RetryPolicy(Record):
             max_hinted_cooldown=self.max_hinted_cooldown,
         )
         self._init(
-            _preset=preset,
-            _max_interval=max_interval,
+            _preset="default",
+            _max_interval=None,
             _native_policy=native,
             stop_on=frozenset(native.stop_on),
         )
 
     @classmethod
     def _make_preset(cls, name: str, max_interval: Optional[float] = None) -> RetryPolicy:
-        """A preset, showing the numbers it really uses (the engine holds the
-        same ones; presets are exact reproductions, not tunable)."""
-        # Presets have no retry budget: the clients they reproduce have none.
-        if name == "laravel":
-            policy = cls(1, 1, 10.0, 10.0, budget=None)
-        elif name == "openai":
-            policy = cls(2, 2, 120.0, 120.0, Backoff(0.5, 2.0, 8.0, 0.25), budget=None)
-        else:  # ruby_llm: faraday-retry's max_interval bounds header waits and backoff
-            bound = MAX_SECONDS if max_interval is None else max_interval
-            policy = cls(3, 3, bound, bound, Backoff(0.1, 2.0, bound, 0.5), budget=None)
-        policy._finish(name, max_interval)
+        """A preset, showing the numbers the engine decides with, read from it
+        (``src/engine/policy/``): presets are exact reproductions, not
+        tunable. A bound nothing sets is ``inf`` (``ruby_llm()``'s waits)."""
+        native = _native.NativePolicy.preset(name, max_interval)
+        budget = native.budget
+        policy = cls.__new__(cls)
+        policy._init(
+            max_retries=native.max_retries,
+            max_retries_last=native.max_retries_last,
+            max_retry_after=native.max_retry_after,
+            max_retry_after_last=native.max_retry_after_last,
+            backoff=Backoff._engine(native.backoff),
+            stop_on=frozenset(native.stop_on),
+            budget=None if budget is None else RetryBudget(*budget),
+            max_cooldown=native.max_cooldown,
+            max_hinted_cooldown=native.max_hinted_cooldown,
+            _preset=name,
+            _max_interval=max_interval,
+            _native_policy=native,
+        )
         return policy
 
     @classmethod
@@ -247,18 +275,15 @@ class RetryPolicy(Record):
         retry's wait the longest allowed, across ``providers`` providers. A
         ``deadline=`` bounds it whatever this says; ``math.inf`` when a wait is
         unbounded (``RetryPolicy.ruby_llm()``). Cooldowns do not count: they
-        pass a provider over, they never make a call wait."""
+        pass a provider over, they never make a call wait. The waits are the
+        engine's own account of what this policy can sleep."""
         timeout = seconds("timeout", timeout)
         providers = count("providers", providers, minimum=1)
         total = 0.0
-        for index in range(providers):
-            last = index == providers - 1
-            retries = self.max_retries_last if last else self.max_retries
-            cap = self.max_retry_after_last if last else self.max_retry_after
-            wait = max(cap, self.backoff.max)
-            if retries and wait >= MAX_SECONDS:
-                return float("inf")
-            total += (retries + 1) * timeout + retries * wait
+        for is_last, times in ((False, providers - 1), (True, 1)):
+            if times:
+                waits = self._native_policy.longest_waits(is_last)
+                total += times * ((len(waits) + 1) * timeout + sum(waits))
         return total
 
     def __repr__(self) -> str:

@@ -36,8 +36,9 @@ _TRANSPORT_HEADERS = frozenset(
     }
 )
 
-#: Statuses that mean "overloaded" unless a provider says otherwise.
-DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = (502, 503, 504, 520, 522, 524)
+#: Statuses that mean "overloaded" unless a provider says otherwise (the
+#: engine's list).
+DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = _native.DEFAULT_OVERLOADED_STATUSES
 
 
 def _check_name(name: str, what: str = "provider name") -> None:
@@ -242,25 +243,7 @@ class Provider:
             )
 
     def _spec(self, name: str) -> ProviderSpec:
-        return ProviderSpec(
-            name=name,
-            wire=self.wire,
-            model=self.model,
-            base_url=self.base_url,
-            api_key=self._resolve_key(name),
-            headers=list(self.headers.items()),
-            overloaded_statuses=list(self.overloaded_statuses),
-            max_tokens_field=self.max_tokens_field,
-            params=self.params,
-            embedding_model=self.embedding_model,
-            embeds=self.can_embed,
-            dimensions_field=self.dimensions_field,
-            embed_base64=self.embed_base64,
-            stream_usage=self.stream_usage,
-            entra_token=False,
-            seed_field=self.seed_field,
-            mistral_rules=self.mistral_rules,
-        )
+        return ProviderSpec(self, name, self._resolve_key(name))
 
     def __repr__(self) -> str:
         url = _display_url(self.base_url)

@@ -1,7 +1,8 @@
 """The typed seam to the native engine: what ``failover._client`` hands over.
 
 Each class here is read by attribute into a Rust struct of the same name in
-``src/python/seam.rs``; adding a field touches one definition on each side.
+``src/python/seam.rs``; adding a field touches one definition on each side
+(``ProviderSpec``: one name in ``ProviderSpec.COPIED``).
 What comes back (``_native.ResponseData``, ``_native.AttemptData``) and the
 compiled policy (``_native.NativePolicy``) are native classes with named
 fields.
@@ -15,72 +16,48 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._native import NativePolicy
+    from ._providers import Provider
 
 
 class ProviderSpec:
-    """One configured provider, with its key (a str, a callable or None)."""
+    """One configured provider, as ``ProviderSpec`` in ``src/python/seam.rs``
+    reads it (by attribute, straight into the engine's ``ProviderConfig``):
+    the provider's own fields, copied by name, and what its client settles
+    for it. Built once per client, never per call."""
 
-    __slots__ = (
-        "api_key",
+    #: Read from the ``failover.Provider`` by the same name: a new provider
+    #: field is one name here, the provider's attribute, and one line in
+    #: ``seam.rs``.
+    COPIED = (
+        "wire",
+        "model",
         "base_url",
+        "overloaded_statuses",
+        "max_tokens_field",
+        "params",
+        "embedding_model",
+        "can_embed",
         "dimensions_field",
         "embed_base64",
-        "embedding_model",
-        "embeds",
-        "entra_token",
-        "headers",
-        "max_tokens_field",
-        "model",
-        "name",
-        "overloaded_statuses",
-        "params",
-        "mistral_rules",
-        "seed_field",
         "stream_usage",
-        "wire",
+        "seed_field",
+        "mistral_rules",
     )
+    __slots__ = (*COPIED, "name", "api_key", "headers", "entra_token")
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        wire: str,
-        model: str,
-        base_url: str,
-        api_key: Any,
-        headers: list[tuple[str, str]],
-        overloaded_statuses: list[int],
-        max_tokens_field: str,
-        params: dict[str, Any] | None,
-        embedding_model: str | None,
-        embeds: bool,
-        dimensions_field: str,
-        embed_base64: bool,
-        stream_usage: bool,
-        entra_token: bool,
-        seed_field: str = "seed",
-        mistral_rules: bool = False,
-    ) -> None:
+    def __init__(self, provider: Provider, name: str, api_key: Any) -> None:
+        for field in self.COPIED:
+            setattr(self, field, getattr(provider, field))
         self.name = name
-        self.wire = wire
-        self.model = model
-        self.base_url = base_url
+        #: A str, a callable returning one (called for each attempt), or None.
         self.api_key = api_key
-        self.headers = headers
-        self.overloaded_statuses = overloaded_statuses
-        self.max_tokens_field = max_tokens_field
-        self.params = params
-        self.embedding_model = embedding_model
-        self.embeds = embeds
-        self.dimensions_field = dimensions_field
-        self.embed_base64 = embed_base64
-        self.stream_usage = stream_usage
-        self.entra_token = entra_token
-        self.seed_field = seed_field
-        self.mistral_rules = mistral_rules
+        self.headers = list(provider.headers.items())
+        #: Azure: the (callable) key is an Entra ID bearer token.
+        self.entra_token = False
 
     def __repr__(self) -> str:  # never shows the key
-        return f"ProviderSpec(name={self.name!r}, wire={self.wire!r}, model={self.model!r})"
+        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in ("name", "wire", "model"))
+        return f"ProviderSpec({shown})"
 
 
 class TransportSpec:

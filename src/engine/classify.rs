@@ -158,7 +158,9 @@ impl Failure {
     }
 }
 
-/// The statuses that mean "overloaded" when a provider does not say otherwise.
+/// The statuses that mean "overloaded" when a provider does not say otherwise
+/// (`failover.Provider.overloaded_statuses` starts from these, read as
+/// `_native.DEFAULT_OVERLOADED_STATUSES`).
 pub const DEFAULT_OVERLOADED_STATUSES: &[u16] = &[502, 503, 504, 520, 522, 524];
 
 /// What an error body says, read leniently.

@@ -4,9 +4,8 @@
 use std::sync::{Arc, RwLock};
 
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
-use super::call::{block_on_interruptibly, run_call, Call, Inner, KeySource};
+use super::call::{block_on_interruptibly, run_call, Call, Inner};
 use super::clock::CallClock;
 use super::convert::{json_from, list_from, text_arg};
 use super::errors::{configuration_error, failover_error, seconds};
@@ -17,7 +16,7 @@ use super::stream::NativeStream;
 use crate::conversation;
 use crate::engine::{self, LocalState, RetryPolicy};
 use crate::http::ReqwestTransport;
-use crate::providers::{self, ChatRequest, EmbedRequest, Job, ProviderConfig, Wire};
+use crate::providers::{self, ChatRequest, EmbedRequest, Job};
 
 /// The environment variables the transport reads a proxy from (Python
 /// checks the same list when a client is built: `_native.PROXY_VARIABLES`).
@@ -40,69 +39,16 @@ impl NativeClient {
     #[new]
     #[pyo3(signature = (*, providers, transport, emit, state=None))]
     fn new(
-        py: Python<'_>,
-        providers: Vec<ProviderSpec<'_>>,
+        providers: Vec<ProviderSpec>,
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
         state: Option<PyRef<'_, super::fleet::NativeRedisState>>,
     ) -> PyResult<Self> {
         let count = providers.len();
-        let mut configs = Vec::with_capacity(providers.len());
-        let mut keys = Vec::with_capacity(providers.len());
-        for spec in providers {
-            let wire = Wire::parse(&spec.wire).ok_or_else(|| {
-                configuration_error(format!("unknown wire format {:?}", spec.wire))
-            })?;
-            let (api_key, source) = match spec.api_key {
-                None => (None, KeySource::Fixed),
-                Some(key) => match key.bind(py).cast::<PyString>() {
-                    Ok(text) => (Some(text.to_cow()?.into_owned()), KeySource::Fixed),
-                    Err(_) if key.bind(py).is_callable() => {
-                        (None, KeySource::Callable(key, Default::default()))
-                    }
-                    Err(_) => {
-                        return Err(configuration_error(format!(
-                            "provider {:?}: api_key must be a str or a callable returning one",
-                            spec.name
-                        )))
-                    }
-                },
-            };
-            let params = match &spec.params {
-                None => None,
-                Some(params) => {
-                    match json_from(&format!("provider {:?}: params", spec.name), params)? {
-                        value @ serde_json::Value::Object(_) => Some(value),
-                        _ => {
-                            return Err(configuration_error(format!(
-                                "provider {:?}: params must be a dict of body fields",
-                                spec.name
-                            )))
-                        }
-                    }
-                }
-            };
-            configs.push(ProviderConfig {
-                name: spec.name,
-                wire,
-                model: spec.model,
-                base_url: spec.base_url,
-                api_key,
-                headers: spec.headers,
-                overloaded_statuses: spec.overloaded_statuses,
-                max_tokens_field: spec.max_tokens_field,
-                params,
-                embedding_model: spec.embedding_model,
-                embeds: spec.embeds,
-                dimensions_field: spec.dimensions_field,
-                embed_base64: spec.embed_base64,
-                stream_usage: spec.stream_usage,
-                entra_token: spec.entra_token,
-                seed_field: spec.seed_field,
-                mistral_rules: spec.mistral_rules,
-            });
-            keys.push(source);
-        }
+        let (configs, keys): (Vec<_>, Vec<_>) = providers
+            .into_iter()
+            .map(|spec| (spec.config, spec.key))
+            .unzip();
         let options = transport.options()?;
         let proxy_urls: Vec<String> = match &options.proxy {
             Some(url) => vec![url.clone()],

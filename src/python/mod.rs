@@ -19,8 +19,9 @@ use pyo3::prelude::*;
 
 use pyo3::types::PyTuple;
 
+use crate::engine::classify::DEFAULT_OVERLOADED_STATUSES;
 use crate::engine::hints::{self, Headers};
-use crate::engine::policy::DEFAULT_STOP_ON;
+use crate::engine::policy::{DEFAULT_STOP_ON, MAX_RETRIES};
 use crate::engine::ErrorKind;
 
 /// `failover.retry_after()`, after the Python side normalised its arguments.
@@ -140,6 +141,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;
     let stop_on: Vec<&str> = DEFAULT_STOP_ON.iter().map(ErrorKind::as_str).collect();
     m.add("DEFAULT_STOP_ON", PyTuple::new(m.py(), stop_on)?)?;
+    m.add(
+        "DEFAULT_OVERLOADED_STATUSES",
+        PyTuple::new(m.py(), DEFAULT_OVERLOADED_STATUSES)?,
+    )?;
+    m.add("MAX_RETRIES", MAX_RETRIES)?;
     m.add(
         "PROXY_VARIABLES",
         PyTuple::new(m.py(), client::PROXY_VARIABLES)?,

@@ -1,49 +1,104 @@
 //! The typed seam between `failover._client` and the engine: what Python
 //! hands over, read by attribute into named structs (the Python half is
 //! `failover/_seam.py`), and what comes back, as frozen classes with named
-//! fields. Adding a field touches one definition on each side.
+//! fields. Adding a field touches one definition on each side; a provider
+//! field is read in one place, [`ProviderSpec`]'s conversion.
 
 use std::time::Duration;
 
+use pyo3::conversion::FromPyObjectOwned;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString};
 
+use super::call::KeySource;
+use super::convert::json_from;
 use super::errors::{configuration_error, seconds};
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
-use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig};
+use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig, Wire};
 
-/// One configured provider (`failover._seam.ProviderSpec`).
-#[derive(FromPyObject)]
-pub struct ProviderSpec<'py> {
-    pub name: String,
-    pub wire: String,
-    pub model: String,
-    pub base_url: String,
-    /// A `str`, a callable returning one (called for each attempt), or `None`.
-    pub api_key: Option<Py<PyAny>>,
-    pub headers: Vec<(String, String)>,
-    pub overloaded_statuses: Vec<u16>,
-    pub max_tokens_field: String,
-    /// A dict merged into every request body for this provider, or `None`.
-    pub params: Option<Bound<'py, PyAny>>,
-    /// The model `embed()` asks for, when it is not `model`.
-    pub embedding_model: Option<String>,
-    /// Whether the provider has an embeddings endpoint.
-    pub embeds: bool,
-    /// The body field for `dimensions` on its embeddings endpoint.
-    pub dimensions_field: String,
-    /// Ask for embeddings as base64 (OpenAI and Azure).
-    pub embed_base64: bool,
-    /// Ask a Chat Completions stream for usage (`stream_options`).
-    pub stream_usage: bool,
-    /// Azure: the (callable) key is an Entra ID bearer token.
-    pub entra_token: bool,
-    /// The body field for `seed` (Mistral's `random_seed`).
-    pub seed_field: String,
-    /// Mistral's conversation rules (ids, message order).
-    pub mistral_rules: bool,
+/// One configured provider (`failover._seam.ProviderSpec`), read by
+/// attribute straight into the engine's [`ProviderConfig`], with where its
+/// key comes from. This is the one place a provider field crosses the seam:
+/// a new one is a `ProviderConfig` field, a line here and, on the Python
+/// side, a name in `ProviderSpec.COPIED` (with the provider's attribute).
+pub struct ProviderSpec {
+    pub config: ProviderConfig,
+    pub key: KeySource,
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for ProviderSpec {
+    type Error = PyErr;
+
+    fn extract(spec: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let spec = &*spec;
+        let name: String = field(spec, "name")?;
+        let wire: String = field(spec, "wire")?;
+        let wire = Wire::parse(&wire)
+            .ok_or_else(|| configuration_error(format!("unknown wire format {wire:?}")))?;
+        // A `str`, a callable returning one (called for each attempt), or `None`.
+        let api_key: Option<Bound<'py, PyAny>> = field(spec, "api_key")?;
+        let (api_key, key) = match api_key {
+            None => (None, KeySource::Fixed),
+            Some(key) => match key.cast::<PyString>() {
+                Ok(text) => (Some(text.to_cow()?.into_owned()), KeySource::Fixed),
+                Err(_) if key.is_callable() => {
+                    (None, KeySource::Callable(key.unbind(), Default::default()))
+                }
+                Err(_) => {
+                    return Err(configuration_error(format!(
+                        "provider {name:?}: api_key must be a str or a callable returning one"
+                    )))
+                }
+            },
+        };
+        // A dict merged into every request body for this provider, or `None`.
+        let params: Option<Bound<'py, PyAny>> = field(spec, "params")?;
+        let params = match params {
+            None => None,
+            Some(params) => match json_from(&format!("provider {name:?}: params"), &params)? {
+                value @ serde_json::Value::Object(_) => Some(value),
+                _ => {
+                    return Err(configuration_error(format!(
+                        "provider {name:?}: params must be a dict of body fields"
+                    )))
+                }
+            },
+        };
+        let config = ProviderConfig {
+            wire,
+            model: field(spec, "model")?,
+            base_url: field(spec, "base_url")?,
+            api_key,
+            headers: field(spec, "headers")?,
+            overloaded_statuses: field(spec, "overloaded_statuses")?,
+            max_tokens_field: field(spec, "max_tokens_field")?,
+            params,
+            embedding_model: field(spec, "embedding_model")?,
+            embeds: field(spec, "can_embed")?,
+            dimensions_field: field(spec, "dimensions_field")?,
+            embed_base64: field(spec, "embed_base64")?,
+            stream_usage: field(spec, "stream_usage")?,
+            entra_token: field(spec, "entra_token")?,
+            seed_field: field(spec, "seed_field")?,
+            mistral_rules: field(spec, "mistral_rules")?,
+            name,
+        };
+        Ok(Self { config, key })
+    }
+}
+
+/// The attribute `name` of a `ProviderSpec`, naming it when it is not what
+/// the engine reads.
+fn field<'py, T: FromPyObjectOwned<'py>>(spec: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    let value = spec.getattr(PyString::intern(spec.py(), name))?;
+    value.extract::<T>().map_err(|e| {
+        let err = PyTypeError::new_err(format!("ProviderSpec.{name} cannot be read"));
+        err.set_cause(spec.py(), Some(e.into()));
+        err
+    })
 }
 
 /// How the client reaches providers (`failover._seam.TransportSpec`).
@@ -141,6 +196,8 @@ pub struct EmbedArgs<'py> {
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
+/// Its getters are what `failover.RetryPolicy` shows of a preset: the
+/// numbers the engine decides with, never a copy.
 #[pyclass(frozen, module = "failover._native")]
 pub struct NativePolicy {
     pub policy: RetryPolicy,
@@ -148,15 +205,15 @@ pub struct NativePolicy {
 
 #[pymethods]
 impl NativePolicy {
+    /// Failover's own policy, with the caller's numbers.
     #[new]
     #[pyo3(signature = (
-        *, preset, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
-        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, max_interval, stop_on,
+        *, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
+        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, stop_on,
         budget, max_cooldown, max_hinted_cooldown
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        preset: &str,
         max_retries: u32,
         max_retries_last: u32,
         max_retry_after: f64,
@@ -165,32 +222,11 @@ impl NativePolicy {
         backoff_multiplier: f64,
         backoff_max: f64,
         backoff_jitter: f64,
-        max_interval: Option<f64>,
         stop_on: Vec<String>,
         budget: Option<(f64, f64, f64)>,
         max_cooldown: f64,
         max_hinted_cooldown: f64,
     ) -> PyResult<Self> {
-        let max_interval = max_interval
-            .map(|v| seconds("max_interval", v))
-            .transpose()?;
-        let base = match preset {
-            "default" => RetryPolicy::default(),
-            "laravel" => RetryPolicy::laravel(),
-            "ruby_llm" => RetryPolicy::ruby_llm(max_interval),
-            "openai" => RetryPolicy::openai(),
-            other => {
-                return Err(configuration_error(format!(
-                    "unknown retry preset {other:?}"
-                )))
-            }
-        };
-        let max_cooldown = seconds("max_cooldown", max_cooldown)?;
-        let max_hinted_cooldown = seconds("max_hinted_cooldown", max_hinted_cooldown)?;
-        if base.preset != Preset::Default {
-            // Presets are exact reproductions; their numbers are not tunable.
-            return Ok(Self { policy: base });
-        }
         let stop_on = stop_on
             .iter()
             .map(|name| {
@@ -222,16 +258,92 @@ impl NativePolicy {
                         })
                     })
                     .transpose()?,
-                max_cooldown,
-                max_hinted_cooldown,
+                max_cooldown: seconds("max_cooldown", max_cooldown)?,
+                max_hinted_cooldown: seconds("max_hinted_cooldown", max_hinted_cooldown)?,
             },
         })
+    }
+
+    /// A preset, with the engine's numbers: presets are exact reproductions,
+    /// not tunable (ruby_llm's `max_interval` aside). `"default"` is
+    /// failover's own policy with its default numbers.
+    #[staticmethod]
+    #[pyo3(signature = (name, max_interval=None))]
+    fn preset(name: &str, max_interval: Option<f64>) -> PyResult<Self> {
+        let max_interval = optional_seconds("max_interval", max_interval)?;
+        let policy = match name {
+            "default" => RetryPolicy::default(),
+            "laravel" => RetryPolicy::laravel(),
+            "ruby_llm" => RetryPolicy::ruby_llm(max_interval),
+            "openai" => RetryPolicy::openai(),
+            other => {
+                return Err(configuration_error(format!(
+                    "unknown retry preset {other:?}"
+                )))
+            }
+        };
+        Ok(Self { policy })
+    }
+
+    #[getter]
+    fn max_retries(&self) -> u32 {
+        self.policy.max_retries
+    }
+
+    #[getter]
+    fn max_retries_last(&self) -> u32 {
+        self.policy.max_retries_last
+    }
+
+    /// In seconds; infinite where nothing bounds it (`ruby_llm()`).
+    #[getter]
+    fn max_retry_after(&self) -> f64 {
+        self.policy.max_retry_after_secs(false)
+    }
+
+    #[getter]
+    fn max_retry_after_last(&self) -> f64 {
+        self.policy.max_retry_after_secs(true)
+    }
+
+    /// `(initial, multiplier, max, jitter)`; `max` infinite where nothing
+    /// bounds it.
+    #[getter]
+    fn backoff(&self) -> (f64, f64, f64, f64) {
+        let b = &self.policy.backoff;
+        (b.initial, b.multiplier, b.max, b.jitter)
     }
 
     /// The kinds that end a call at once, as the engine holds them.
     #[getter]
     fn stop_on(&self) -> Vec<&'static str> {
         self.policy.stop_on.iter().map(ErrorKind::as_str).collect()
+    }
+
+    /// `(ratio, min_retries_per_second, window)`, or `None`.
+    #[getter]
+    fn budget(&self) -> Option<(f64, f64, f64)> {
+        self.policy
+            .budget
+            .as_ref()
+            .map(|b| (b.ratio, b.min_retries_per_second, b.window.as_secs_f64()))
+    }
+
+    #[getter]
+    fn max_cooldown(&self) -> f64 {
+        self.policy.max_cooldown.as_secs_f64()
+    }
+
+    #[getter]
+    fn max_hinted_cooldown(&self) -> f64 {
+        self.policy.max_hinted_cooldown.as_secs_f64()
+    }
+
+    /// The longest wait before each retry on one provider (`is_last`: no
+    /// other remains), in seconds, infinite where unbounded: what
+    /// `worst_case()` adds up.
+    fn longest_waits(&self, is_last: bool) -> Vec<f64> {
+        self.policy.longest_waits(is_last)
     }
 }
 

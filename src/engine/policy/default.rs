@@ -50,6 +50,23 @@ impl RetryPolicy {
         }
     }
 
+    /// A hint up to the cap is slept; without one, the backoff on the last
+    /// provider, and one quick retry (after a server error or a lost
+    /// connection) elsewhere: the unjittered backoff is its longest.
+    pub(super) fn longest_waits_default(&self, is_last: bool) -> Vec<f64> {
+        let cap = self.max_retry_after_secs(is_last);
+        (0..self.retry_limit(is_last))
+            .map(|n| {
+                let backoff = if is_last || n == 0 {
+                    self.backoff.base(n)
+                } else {
+                    0.0
+                };
+                cap.max(backoff)
+            })
+            .collect()
+    }
+
     pub(super) fn decide_default(&self, s: &Situation<'_>, unit: f64) -> Verdict {
         let f = s.failure;
         let hint = s.hint;

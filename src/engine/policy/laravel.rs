@@ -4,16 +4,26 @@
 
 use std::time::Duration;
 
-use super::{Preset, RetryPolicy, Situation, Verdict};
+use super::{Backoff, Preset, RetryPolicy, Situation, Verdict};
 use crate::engine::classify::{ErrorKind, Failure, KindSet};
 
 impl RetryPolicy {
-    /// laravel/ai 1.2.1: two attempts per provider, no retry budget.
+    /// laravel/ai 1.2.1: two attempts per provider, a plain-integer
+    /// `Retry-After` of at most 10 s slept, no backoff (it never waits
+    /// without one), no retry budget.
     pub fn laravel() -> Self {
         use ErrorKind::*;
         Self {
             max_retries: 1,
             max_retries_last: 1,
+            max_retry_after: Duration::from_secs(10),
+            max_retry_after_last: Duration::from_secs(10),
+            backoff: Backoff {
+                initial: 0.0,
+                multiplier: 1.0,
+                max: 0.0,
+                jitter: 0.0,
+            },
             // The kinds laravel/ai never fails over on. Its real rule reads
             // the status (`fails_over_after`): a 408 (timeout) and a 413
             // (too_large) raise, while a lost connection and a 429 "request
@@ -29,7 +39,7 @@ impl RetryPolicy {
     /// retry needs a 429 or overloaded status and a `Retry-After` of plain
     /// integer seconds no larger than 10.
     pub(super) fn decide_laravel(&self, s: &Situation<'_>) -> Verdict {
-        const MAX_WAIT_SECS: u64 = 10;
+        let max_wait_secs = self.max_retry_after.as_secs();
         let f = s.failure;
         let status = f.status.unwrap_or(0);
         let busy = status == 429 || s.overloaded_statuses.contains(&status);
@@ -39,21 +49,27 @@ impl RetryPolicy {
                 .get("retry-after")
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|v| v.parse::<u64>().ok());
-            if let Some(wait) = plain_int.filter(|w| *w <= MAX_WAIT_SECS) {
+            if let Some(wait) = plain_int.filter(|w| *w <= max_wait_secs) {
                 let reason =
-                    format!("laravel: Retry-After {wait} is a plain integer <= {MAX_WAIT_SECS}");
+                    format!("laravel: Retry-After {wait} is a plain integer <= {max_wait_secs}");
                 return Verdict::retry(Duration::from_secs(wait), reason);
             }
         }
         let fail_over = self.fails_over_after(f, s.overloaded_statuses);
         let reason = if !busy {
-            "laravel: only a 429 or an overloaded status is retried"
+            "laravel: only a 429 or an overloaded status is retried".to_string()
         } else if s.retries_done >= self.max_retries {
-            "laravel: two attempts per provider"
+            format!("laravel: {} attempts per provider", self.max_retries + 1)
         } else {
-            "laravel: Retry-After is not a plain integer <= 10"
+            format!("laravel: Retry-After is not a plain integer <= {max_wait_secs}")
         };
-        Verdict::give_up(fail_over, reason.into())
+        Verdict::give_up(fail_over, reason)
+    }
+
+    /// Only a hinted wait is slept, up to the cap.
+    pub(super) fn longest_waits_laravel(&self) -> Vec<f64> {
+        let cap = self.max_retry_after_secs(false);
+        (0..self.max_retries).map(|_| cap).collect()
     }
 }
 

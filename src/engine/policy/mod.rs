@@ -5,7 +5,10 @@
 //! it reads a wait hint.
 //!
 //! Every policy number lives in these files: in the `Default` impls, the
-//! preset constructors and the cooldown constants below.
+//! preset constructors and the constants below. Each preset's constructor
+//! holds the numbers its decision reads, and [`RetryPolicy::longest_waits`]
+//! says what each policy can sleep: `failover.RetryPolicy` shows those and
+//! computes `worst_case()` from them (`src/python/seam.rs` `NativePolicy`).
 
 use std::time::{Duration, SystemTime};
 
@@ -20,6 +23,12 @@ mod ruby_llm;
 
 pub use default::DEFAULT_STOP_ON;
 
+/// The most retries a policy may make on one provider in one call: more
+/// than any policy should make, and the bound of a backoff's exponent.
+/// `RetryPolicy(max_retries=...)` is checked against it
+/// (`_native.MAX_RETRIES`).
+pub const MAX_RETRIES: u32 = 1000;
+
 /// Exponential backoff with jitter:
 /// `min(initial * multiplier**n, max) * (1 - jitter * U[0,1))`.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +42,7 @@ pub struct Backoff {
 impl Backoff {
     /// `min(initial * multiplier**n, max)`, in seconds.
     pub fn base(&self, n: u32) -> f64 {
-        (self.initial * self.multiplier.powi(n.min(1000) as i32)).min(self.max)
+        (self.initial * self.multiplier.powi(n.min(MAX_RETRIES) as i32)).min(self.max)
     }
 
     /// The wait before retry number `n` (0-based), with `unit` drawn from U[0,1).
@@ -91,6 +100,37 @@ pub const COOLDOWN_SHORT: Duration = Duration::from_secs(5);
 /// The cooldown after an auth, not-found or credits failure: a revoked key
 /// or a missing model does not come back in a second.
 pub const COOLDOWN_LONG: Duration = Duration::from_secs(300);
+
+impl RetryPolicy {
+    /// The longest server-hinted wait slept (`is_last`: no other provider
+    /// remains), in seconds; `Duration::MAX` (ruby_llm's unbounded
+    /// `max_interval`) is infinite.
+    pub fn max_retry_after_secs(&self, is_last: bool) -> f64 {
+        let cap = if is_last {
+            self.max_retry_after_last
+        } else {
+            self.max_retry_after
+        };
+        if cap == Duration::MAX {
+            f64::INFINITY
+        } else {
+            cap.as_secs_f64()
+        }
+    }
+
+    /// The longest wait this policy can sleep before each retry it may make
+    /// on one provider (`is_last`: no other remains), in seconds, infinite
+    /// where nothing bounds it: one entry per retry, so a call's worst case
+    /// is these plus one timeout per attempt.
+    pub fn longest_waits(&self, is_last: bool) -> Vec<f64> {
+        match self.preset {
+            Preset::Default => self.longest_waits_default(is_last),
+            Preset::Laravel => self.longest_waits_laravel(),
+            Preset::RubyLlm => self.longest_waits_ruby_llm(),
+            Preset::OpenAI => self.longest_waits_openai(),
+        }
+    }
+}
 
 impl RetryPolicy {
     /// How long a provider given up on cools down, and why: its hinted wait
@@ -364,6 +404,56 @@ mod tests {
             Duration::MAX,
             "too long is forever, never 0"
         );
+    }
+
+    #[test]
+    fn longest_waits_are_the_longest_each_policy_sleeps() {
+        let default = RetryPolicy::default();
+        assert_eq!(default.longest_waits(false), vec![10.0]);
+        assert_eq!(default.longest_waits(true), vec![60.0, 60.0]);
+        // A cap under the backoff: the backoff's own step is the longest.
+        let short_caps = RetryPolicy {
+            max_retries: 2,
+            max_retry_after: Duration::ZERO,
+            max_retry_after_last: Duration::ZERO,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(short_caps.longest_waits(false), vec![0.5, 0.0]);
+        assert_eq!(short_caps.longest_waits(true), vec![0.5, 1.0]);
+        assert_eq!(RetryPolicy::laravel().longest_waits(true), vec![10.0]);
+        assert_eq!(RetryPolicy::openai().longest_waits(false), vec![120.0; 2]);
+        let bounded = RetryPolicy::ruby_llm(Some(Duration::from_secs(30)));
+        assert_eq!(bounded.longest_waits(true), vec![30.0; 3]);
+        // faraday adds the jitter past a cap the backoff has reached.
+        let tight = RetryPolicy::ruby_llm(Some(Duration::from_millis(100)));
+        assert_eq!(tight.longest_waits(true), vec![0.1 + 0.05; 3]);
+        let unbounded = RetryPolicy::ruby_llm(None).longest_waits(false);
+        assert_eq!(unbounded, vec![f64::INFINITY; 3]);
+    }
+
+    #[test]
+    fn presets_hold_the_numbers_they_decide_with() {
+        let at = |p: &RetryPolicy, header: &str, retries_done| {
+            let f = failure(RateLimited, Some(429), &[("retry-after", header)]);
+            decide(p, &f, retries_done, true, 0.0)
+        };
+        // Each cap is slept, and a whole second past it is not.
+        let laravel = RetryPolicy::laravel();
+        assert_eq!(laravel.max_retry_after_secs(true), 10.0);
+        assert_eq!(at(&laravel, "10", 0), retry(10_000));
+        assert!(matches!(at(&laravel, "11", 0), Decision::GiveUp { .. }));
+        let openai = RetryPolicy::openai();
+        assert_eq!(openai.max_retry_after_secs(false), 120.0);
+        assert_eq!(at(&openai, "120", 1), retry(120_000));
+        assert!(matches!(at(&openai, "121", 0), Decision::GiveUp { .. }));
+        let ruby = RetryPolicy::ruby_llm(Some(Duration::from_secs(30)));
+        assert_eq!(at(&ruby, "30", 2), retry(30_000));
+        assert!(matches!(at(&ruby, "31", 0), Decision::GiveUp { .. }));
+        assert!(matches!(at(&ruby, "1", 3), Decision::GiveUp { .. }));
+        let unbounded = RetryPolicy::ruby_llm(None);
+        assert_eq!(unbounded.max_retry_after_secs(true), f64::INFINITY);
+        assert_eq!(unbounded.backoff.max, f64::INFINITY);
+        assert_eq!(at(&unbounded, "3600", 0), retry(3_600_000));
     }
 
     #[test]

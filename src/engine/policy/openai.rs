@@ -7,16 +7,26 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Preset, RetryPolicy, Situation, Verdict};
+use super::{Backoff, Preset, RetryPolicy, Situation, Verdict};
 use crate::engine::classify::ErrorKind;
 use crate::engine::hints::{self, secs, Headers};
 
 impl RetryPolicy {
-    /// openai-python 3.57: 2 retries, no retry budget.
+    /// openai-python 3.57: 2 retries, a server wait of at most 120 s
+    /// slept, its backoff (`INITIAL_RETRY_DELAY`, `MAX_RETRY_DELAY`, a
+    /// quarter of jitter), no retry budget.
     pub fn openai() -> Self {
         Self {
             max_retries: 2,
             max_retries_last: 2,
+            max_retry_after: MAX_HINT,
+            max_retry_after_last: MAX_HINT,
+            backoff: Backoff {
+                initial: 0.5,
+                multiplier: 2.0,
+                max: 8.0,
+                jitter: 0.25,
+            },
             preset: Preset::OpenAI,
             budget: None,
             ..Self::default()
@@ -26,12 +36,12 @@ impl RetryPolicy {
     /// openai-python: 2 retries on 408, 409, 429, >=500, timeouts and
     /// connection errors; `x-should-retry` overrides the status.
     pub(super) fn decide_openai(&self, s: &Situation<'_>, unit: f64) -> Verdict {
-        const MAX_HINT_SECS: f64 = 120.0;
+        let max_hint_secs = self.max_retry_after_secs(s.is_last);
         let f = s.failure;
         let give_up =
             |reason: &str| Verdict::give_up(self.fails_over(f.kind), format!("openai: {reason}"));
         if s.retries_done >= self.max_retries {
-            return give_up("2 retries used");
+            return give_up(&format!("{} retries used", self.max_retries));
         }
         let wanted = match (hints::should_retry(&f.headers), f.status) {
             _ if f.cut_short => true,
@@ -53,17 +63,33 @@ impl RetryPolicy {
             return backoff();
         }
         match wait(&f.headers, s.now) {
-            Some(v) if v.is_finite() && v > MAX_HINT_SECS => {
-                give_up("the server wait is over 120s")
+            Some(v) if v.is_finite() && v > max_hint_secs => {
+                give_up(&format!("the server wait is over {max_hint_secs}s"))
             }
-            Some(v) if v > 0.0 && v <= MAX_HINT_SECS => match secs(v) {
-                Some(wait) => Verdict::retry(wait, "openai: the server wait, within 120s".into()),
+            Some(v) if v > 0.0 && v <= max_hint_secs => match secs(v) {
+                Some(wait) => Verdict::retry(
+                    wait,
+                    format!("openai: the server wait, within {max_hint_secs}s"),
+                ),
                 None => backoff(),
             },
             _ => backoff(),
         }
     }
 }
+
+impl RetryPolicy {
+    /// A server wait up to the cap, or the unjittered backoff.
+    pub(super) fn longest_waits_openai(&self) -> Vec<f64> {
+        let cap = self.max_retry_after_secs(false);
+        (0..self.max_retries)
+            .map(|n| cap.max(self.backoff.base(n)))
+            .collect()
+    }
+}
+
+/// The longest server wait openai-python sleeps (`0 < v <= 120`).
+const MAX_HINT: Duration = Duration::from_secs(120);
 
 /// What openai-python reads as a wait where failover's own reader reads
 /// nothing (`1.5e2`, `1_50`): a positive, finite number of seconds.
@@ -111,7 +137,7 @@ fn python_float(text: &str) -> Option<(f64, bool)> {
 
 /// What a hint too large for a float comes to under openai-python: over its
 /// 120 s bound, so never retried.
-const OVERFLOW: f64 = 121.0;
+const OVERFLOW: f64 = MAX_HINT.as_secs() as f64 + 1.0;
 
 /// openai-python's `_parse_retry_after_header`: `retry-after-ms` / 1000,
 /// else `retry-after` as seconds, else as an HTTP-date minus now. A number

@@ -18,9 +18,13 @@ impl RetryPolicy {
             max: max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64()),
             jitter: 0.5,
         };
+        // faraday's max_interval bounds the header wait too.
+        let max_header_wait = max_interval.unwrap_or(Duration::MAX);
         Self {
             max_retries: 3,
             max_retries_last: 3,
+            max_retry_after: max_header_wait,
+            max_retry_after_last: max_header_wait,
             backoff,
             preset: Preset::RubyLlm,
             budget: None,
@@ -43,7 +47,7 @@ impl RetryPolicy {
             return give_up("this failure is not retried");
         }
         if s.retries_done >= self.max_retries {
-            return give_up("3 retries used");
+            return give_up(&format!("{} retries used", self.max_retries));
         }
         // faraday-retry: interval * factor**n capped at max_interval, plus
         // rand * interval_randomness * interval.
@@ -56,7 +60,7 @@ impl RetryPolicy {
         .into_iter()
         .flatten()
         .reduce(f64::max);
-        let max = b.max;
+        let max = self.max_retry_after_secs(s.is_last);
         let wait = match header {
             Some(h) if h > max => return give_up("the header wait is over max_interval"),
             Some(h) if h >= interval => h,
@@ -69,6 +73,18 @@ impl RetryPolicy {
             ),
             None => give_up("the wait cannot be slept"),
         }
+    }
+}
+
+impl RetryPolicy {
+    /// A header wait up to `max_interval`, or the backoff with its whole
+    /// jitter (faraday adds it past the cap).
+    pub(super) fn longest_waits_ruby_llm(&self) -> Vec<f64> {
+        let b = &self.backoff;
+        let cap = self.max_retry_after_secs(false);
+        (0..self.max_retries)
+            .map(|n| cap.max(b.base(n) + b.jitter * b.initial))
+            .collect()
     }
 }
 
