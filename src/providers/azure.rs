@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::format::{Parts, WireFormat};
 use super::openai;
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
+use super::wire_format::{Parts, WireFormat};
 use crate::stream::{Delta, Frame};
 
 pub struct Azure;

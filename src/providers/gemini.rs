@@ -3,9 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::format::{Parts, WireFormat};
 use super::json::{event_json, floats, new_call_id, string_at, u64_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 

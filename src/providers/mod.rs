@@ -1,13 +1,12 @@
 //! Wire formats: build a request, parse a response, classify an error body.
 //! One module per format, each a [`WireFormat`], found by its [`Wire`] in
-//! [`format`] (`wires.rs`); what every wire shares is written once, by job.
+//! [`format()`] (`wires.rs`); what every wire shares is written once, by job.
 //! Nothing here decides about retries.
 
 mod answer;
 mod anthropic;
 mod azure;
 mod exchange;
-mod format;
 mod gemini;
 mod json;
 mod ollama;
@@ -18,11 +17,11 @@ pub mod streaming;
 #[cfg(test)]
 mod tests;
 mod types;
+mod wire_format;
 mod wires;
 
 pub use answer::{name_failure, parse_embed_response, parse_response};
 pub use exchange::{exchange, Reply};
-pub use format::WireFormat;
 pub use request::{
     authorize, build, build_embed_request, build_request, build_stream_request, dropped_hints,
     endpoint_url, key_header_for, key_header_given, key_header_name, unable, unable_for,
@@ -35,4 +34,5 @@ pub use types::{
     job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job, ProviderConfig, Usage,
     Wire,
 };
+pub use wire_format::WireFormat;
 pub use wires::format;

@@ -4,9 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::format::{Parts, WireFormat};
 use super::json::{event_json, floats, function_call, stable_digest, string_at, u64_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 

@@ -5,9 +5,9 @@
 
 use serde_json::{Map, Value};
 
-use super::format::Parts;
 use super::secrets::{add_secrets, is_credential_header, secret_values, url_secrets, MIN_KEY_LEN};
 use super::types::{embedding_model, ChatRequest, EmbedRequest, Job, ProviderConfig, Wire};
+use super::wire_format::Parts;
 use super::wires::format;
 use crate::http::HttpRequest;
 use crate::stream::Framing;

@@ -13,10 +13,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::answer::{error_failure, name_failure, parse_response, request_id, status_of_type};
-use super::format::WireFormat;
 use super::openai::error_detail;
 use super::secrets::redact;
 use super::types::{ChatResponse, ProviderConfig};
+use super::wire_format::WireFormat;
 use super::wires::format;
 use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};

@@ -4,11 +4,11 @@
 
 use super::anthropic::Messages;
 use super::azure::Azure;
-use super::format::WireFormat;
 use super::gemini::GenerateContent;
 use super::ollama::Ollama;
 use super::openai::ChatCompletions;
 use super::types::Wire;
+use super::wire_format::WireFormat;
 
 /// The format `wire` speaks.
 pub fn format(wire: Wire) -> &'static dyn WireFormat {
