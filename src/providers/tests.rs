@@ -10,6 +10,8 @@ use crate::conversation::Message;
 use crate::engine::{Failure, Headers};
 use crate::http::{HttpRequest, HttpResponse};
 
+/// A provider on `wire` with a key and two headers (one a credential by
+/// its name), `params` and the rest as most presets leave them.
 pub(super) fn provider(wire: Wire) -> ProviderConfig {
     ProviderConfig {
         name: "p".into(),
