@@ -2,21 +2,87 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{u64_at, ChatRequest, ChatResponse, Usage};
+use super::json::{event_json, stable_digest, string_at, u64_at};
+use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{
     self, data_url, Message, Part, ResponseFormat, Role, ToolCall, ToolChoice,
 };
 use crate::stream::{Delta, Frame, StreamError};
 
+/// Messages, at `/messages`, the key in `x-api-key`.
+pub struct Messages;
+
+/// Why every embeddings call skips Anthropic.
+const NO_EMBEDDINGS: &str = "Anthropic has no embeddings API";
+
+impl WireFormat for Messages {
+    fn build_chat(&self, provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+        build(model, request, provider.params.as_ref())
+    }
+
+    fn after_params(
+        &self,
+        provider: &ProviderConfig,
+        request: &ChatRequest,
+        body: &mut Map<String, Value>,
+    ) {
+        reconcile_thinking(body, request, provider.params.as_ref());
+    }
+
+    fn no_embeddings(&self) -> Option<&'static str> {
+        Some(NO_EMBEDDINGS)
+    }
+
+    // Never asked (see `no_embeddings`): an empty request, and no answer.
+    fn build_embed(&self, _: &ProviderConfig, _: &str, _: &EmbedRequest) -> (String, Value) {
+        (String::new(), Value::Null)
+    }
+
+    fn parse_embed(&self, _json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+        Err(NO_EMBEDDINGS.into())
+    }
+
+    fn unable(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+        unable(request, provider.params.as_ref())
+    }
+
+    fn dropped_hints(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+        refused_with_thinking(request, provider.params.as_ref())
+    }
+
+    fn key_header(&self, _entra_token: bool) -> &'static str {
+        "x-api-key"
+    }
+
+    fn parse(&self, json: &Map<String, Value>) -> Result<ChatResponse, String> {
+        parse(json)
+    }
+
+    fn request_id_header(&self) -> &'static str {
+        "request-id"
+    }
+
+    fn stream_event(
+        &self,
+        frame: &Frame,
+        out: &mut Vec<Delta>,
+        extras: &mut Map<String, Value>,
+    ) -> Result<(), String> {
+        stream_event(frame, out, extras)
+    }
+
+    fn stream_provider_data(&self, extras: &Map<String, Value>) -> Option<Value> {
+        stream_provider_data(extras)
+    }
+}
+
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 pub const API_VERSION: &str = "2023-06-01";
 
-/// The endpoint path, the body and the wire's own headers.
-type Parts = (String, Value, Vec<(String, String)>);
-
 /// `params`: the provider's, where thinking may be turned on (see [`thinking`]).
-pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) -> Parts {
+fn build(model: &str, request: &ChatRequest, params: Option<&Value>) -> Parts {
     // System prompts travel beside the messages, not among them.
     let mut system: Vec<String> = request.system.iter().cloned().collect();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(request.messages.len());
@@ -179,7 +245,7 @@ pub(super) fn build(model: &str, request: &ChatRequest, params: Option<&Value>) 
 
 /// Why the Messages API cannot take this call, if it cannot (`params`:
 /// the provider's).
-pub(super) fn unable(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
+fn unable(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
     let first = request
         .messages
         .iter()
@@ -297,10 +363,7 @@ fn thinking_takes(hint: &str, value: f64) -> bool {
 
 /// The call's hints thinking keeps from Anthropic, said for the DEBUG log
 /// (`None` when it drops none).
-pub(super) fn refused_with_thinking(
-    request: &ChatRequest,
-    params: Option<&Value>,
-) -> Option<String> {
+fn refused_with_thinking(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
     if thinking(params, request) != Thinking::On {
         return None;
     }
@@ -352,7 +415,7 @@ fn has_thinking_blocks(m: &Message) -> bool {
 
 /// After `params` are merged: thinking left off for this request (see
 /// [`thinking`]) is taken out of the body.
-pub(super) fn reconcile_thinking(
+fn reconcile_thinking(
     body: &mut Map<String, Value>,
     request: &ChatRequest,
     params: Option<&Value>,
@@ -386,7 +449,7 @@ fn tool_id(id: &str) -> String {
         .chars()
         .map(|c| if allowed(c) { c } else { '_' })
         .collect();
-    format!("{mapped}_{:016x}", super::stable_digest(id))
+    format!("{mapped}_{:016x}", stable_digest(id))
 }
 
 /// A JSON schema as Anthropic's structured output takes it: every object
@@ -455,7 +518,7 @@ fn merged_usage(extras: &mut Map<String, Value>, usage: &Value) -> Usage {
 
 /// The thinking blocks a stream gathered, as `provider_data` (in order: the
 /// keys are zero-padded indexes).
-pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
+fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
     let blocks: Vec<&Value> = extras
         .iter()
         .filter(|(key, _)| key.starts_with("block:"))
@@ -469,7 +532,7 @@ pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value>
 ///
 /// `extras` gathers the thinking blocks (with their signatures) by index, to
 /// go back whole in a tool loop ([`stream_provider_data`]).
-pub(super) fn stream_event(
+fn stream_event(
     frame: &Frame,
     out: &mut Vec<Delta>,
     extras: &mut Map<String, Value>,
@@ -477,7 +540,7 @@ pub(super) fn stream_event(
     let Frame::Event { event, data } = frame else {
         return Ok(());
     };
-    let json: Map<String, Value> = super::event_json(data)?;
+    let json: Map<String, Value> = event_json(data)?;
     let kind = json
         .get("type")
         .and_then(Value::as_str)
@@ -586,7 +649,7 @@ pub(super) fn stream_event(
     Ok(())
 }
 
-pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
+fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let content = json
         .get("content")
         .and_then(Value::as_array)
@@ -627,7 +690,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data,
-        model: super::string_at(json, "model"),
+        model: string_at(json, "model"),
         finish_reason: json
             .get("stop_reason")
             .and_then(Value::as_str)
@@ -642,8 +705,13 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::answer::parse_response;
+    use super::super::request::{authorize, build_request, dropped_hints, unable};
     use super::super::tests::provider;
-    use super::super::*;
+    use super::super::types::{Job, Wire};
+    use super::*;
+    use crate::engine::Headers;
+    use crate::http::HttpResponse;
     use serde_json::json;
 
     #[test]

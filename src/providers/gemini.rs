@@ -3,12 +3,77 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
+use super::json::{event_json, floats, new_call_id, string_at, u64_at};
+use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 
-/// The endpoint path, the body and the wire's own headers.
-type Parts = (String, Value, Vec<(String, String)>);
+/// `generateContent`, streamed as `streamGenerateContent` in SSE.
+pub struct GenerateContent;
+
+impl WireFormat for GenerateContent {
+    fn build_chat(&self, _provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+        build(model, request)
+    }
+
+    fn ask_to_stream(
+        &self,
+        _provider: &ProviderConfig,
+        path: &mut String,
+        _body: &mut Map<String, Value>,
+    ) {
+        // The stream is another method, not a body field.
+        *path = path.replace(":generateContent", ":streamGenerateContent?alt=sse");
+    }
+
+    fn max_embed_batch(&self) -> Option<usize> {
+        Some(MAX_EMBED_BATCH)
+    }
+
+    fn build_embed(
+        &self,
+        _: &ProviderConfig,
+        model: &str,
+        request: &EmbedRequest,
+    ) -> (String, Value) {
+        build_embed(model, request)
+    }
+
+    fn unable(&self, _provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+        unable(request)
+    }
+
+    fn key_header(&self, _entra_token: bool) -> &'static str {
+        "x-goog-api-key"
+    }
+
+    fn parse(&self, json: &Map<String, Value>) -> Result<ChatResponse, String> {
+        parse(json)
+    }
+
+    fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+        parse_embed(json)
+    }
+
+    fn not_found_hint(&self) -> &'static str {
+        " (check base_url, e.g. https://generativelanguage.googleapis.com/v1beta; \
+         and the model name)"
+    }
+
+    fn stream_event(
+        &self,
+        frame: &Frame,
+        out: &mut Vec<Delta>,
+        extras: &mut Map<String, Value>,
+    ) -> Result<(), String> {
+        stream_event(frame, out, extras)
+    }
+
+    fn stream_provider_data(&self, extras: &Map<String, Value>) -> Option<Value> {
+        stream_provider_data(extras)
+    }
+}
 
 /// The thought signature Google documents for function calls in a history
 /// that another model wrote.
@@ -24,7 +89,7 @@ fn resource(model: &str) -> String {
     }
 }
 
-pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
+fn build(model: &str, request: &ChatRequest) -> Parts {
     let mut system: Vec<String> = request.system.iter().cloned().collect();
     // A functionResponse names the function it answers; the history's
     // calls say which one each id was.
@@ -195,7 +260,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
 }
 
 /// Everything the neutral conversation says, Gemini can take.
-pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+fn unable(request: &ChatRequest) -> Option<String> {
     let no_user_turn = !request
         .messages
         .iter()
@@ -250,9 +315,9 @@ fn image_type(url: &str) -> Option<&'static str> {
     })
 }
 
-pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
+fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let usage = json.get("usageMetadata").cloned().unwrap_or(Value::Null);
-    let model = super::string_at(json, "modelVersion");
+    let model = string_at(json, "modelVersion");
     let candidate = json
         .get("candidates")
         .and_then(Value::as_array)
@@ -338,7 +403,7 @@ fn function_call(call: &Value) -> Result<ToolCall, String> {
             .get("id")
             .and_then(Value::as_str)
             .filter(|id| !id.is_empty())
-            .map_or_else(super::new_call_id, str::to_string),
+            .map_or_else(new_call_id, str::to_string),
         name: name.to_string(),
         arguments_json: call
             .get("args")
@@ -396,7 +461,7 @@ fn usage_of(usage: &Value) -> Usage {
 
 /// One `streamGenerateContent` event (a whole response chunk) -> its pieces.
 /// `extras` gathers the thought signatures, by call id and for the text.
-pub(super) fn stream_event(
+fn stream_event(
     frame: &Frame,
     out: &mut Vec<Delta>,
     extras: &mut Map<String, Value>,
@@ -404,14 +469,14 @@ pub(super) fn stream_event(
     let Frame::Event { data, .. } = frame else {
         return Ok(());
     };
-    let json: Map<String, Value> = super::event_json(data)?;
+    let json: Map<String, Value> = event_json(data)?;
     if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
         out.push(Delta::Error(StreamError {
             error: error.clone(),
         }));
         return Ok(());
     }
-    if let Some(model) = super::string_at(&json, "modelVersion") {
+    if let Some(model) = string_at(&json, "modelVersion") {
         out.push(Delta::Model(model));
     }
     if let Some(usage) = json.get("usageMetadata") {
@@ -470,7 +535,7 @@ pub(super) fn stream_event(
 }
 
 /// The thought signatures a stream gathered, as `provider_data`.
-pub(super) fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
+fn stream_provider_data(extras: &Map<String, Value>) -> Option<Value> {
     (!extras.is_empty()).then(|| json!({ "gemini": extras }))
 }
 
@@ -497,10 +562,10 @@ fn answer(
 }
 
 /// The most texts one `:batchEmbedContents` takes.
-pub(super) const MAX_EMBED_BATCH: usize = 100;
+const MAX_EMBED_BATCH: usize = 100;
 
 /// `:batchEmbedContents`, one request per text.
-pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
+fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
     let name = resource(model);
     let requests: Vec<Value> = request
         .inputs
@@ -520,7 +585,7 @@ pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value
 }
 
 /// `{"embeddings": [{"values": [...]}]}`, in request order.
-pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
     let embeddings = json
         .get("embeddings")
         .and_then(Value::as_array)
@@ -530,7 +595,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         .map(|e| {
             e.get("values")
                 .ok_or_else(|| "an embedding without values".to_string())
-                .and_then(super::floats)
+                .and_then(floats)
         })
         .collect::<Result<_, _>>()?;
     Ok(EmbedResponse {
@@ -545,8 +610,10 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::{authorize, build_embed_request, build_request};
     use super::super::tests::{answer, messages, provider};
-    use super::super::*;
+    use super::super::types::Wire;
+    use super::*;
     use serde_json::json;
 
     fn body(req: &ChatRequest) -> (String, Value) {

@@ -3,14 +3,61 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Usage};
+use super::json::{event_json, floats, function_call, new_call_id, string_at};
+use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolChoice};
-use crate::stream::{Delta, Frame, StreamError};
+use crate::stream::{Delta, Frame, Framing, StreamError};
 
-/// The endpoint path, the body and the wire's own headers.
-type Parts = (String, Value, Vec<(String, String)>);
+/// `/api/chat`, streamed as NDJSON lines.
+pub struct Ollama;
 
-pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
+impl WireFormat for Ollama {
+    fn build_chat(&self, _provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+        build(model, request)
+    }
+
+    fn build_embed(
+        &self,
+        _: &ProviderConfig,
+        model: &str,
+        request: &EmbedRequest,
+    ) -> (String, Value) {
+        build_embed(model, request)
+    }
+
+    fn unable(&self, _provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+        unable(request)
+    }
+
+    fn parse(&self, json: &Map<String, Value>) -> Result<ChatResponse, String> {
+        parse(json)
+    }
+
+    fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+        parse_embed(json)
+    }
+
+    fn not_found_hint(&self) -> &'static str {
+        " (check base_url: the server's root, e.g. http://localhost:11434; \
+         and that the model is pulled)"
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::Ndjson
+    }
+
+    fn stream_event(
+        &self,
+        frame: &Frame,
+        out: &mut Vec<Delta>,
+        _extras: &mut Map<String, Value>,
+    ) -> Result<(), String> {
+        stream_event(frame, out)
+    }
+}
+
+fn build(model: &str, request: &ChatRequest) -> Parts {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
@@ -106,7 +153,7 @@ pub(super) fn build(model: &str, request: &ChatRequest) -> Parts {
 }
 
 /// Why Ollama cannot take this call, if it cannot.
-pub(super) fn unable(request: &ChatRequest) -> Option<String> {
+fn unable(request: &ChatRequest) -> Option<String> {
     let by_url = request
         .messages
         .iter()
@@ -123,7 +170,7 @@ pub(super) fn unable(request: &ChatRequest) -> Option<String> {
     }
 }
 
-pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
+fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let message = json.get("message").ok_or("no message in the response")?;
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
@@ -133,7 +180,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
-            tool_calls.push(super::function_call(call, Some(super::new_call_id))?);
+            tool_calls.push(function_call(call, Some(new_call_id))?);
         }
     }
     let finish = match json.get("done_reason").and_then(Value::as_str) {
@@ -146,7 +193,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data: None,
-        model: super::string_at(json, "model"),
+        model: string_at(json, "model"),
         finish_reason: Some(finish),
         usage: Usage {
             input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
@@ -162,18 +209,18 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
 
 /// One `/api/chat` stream line -> its pieces; `done: true` ends it with the
 /// counts and the reason.
-pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
+fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
     let Frame::Line(line) = frame else {
         return Ok(());
     };
-    let json: Map<String, Value> = super::event_json(line)?;
+    let json: Map<String, Value> = event_json(line)?;
     if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
         out.push(Delta::Error(StreamError {
             error: error.clone(),
         }));
         return Ok(());
     }
-    if let Some(model) = super::string_at(&json, "model") {
+    if let Some(model) = string_at(&json, "model") {
         out.push(Delta::Model(model));
     }
     if let Some(message) = json.get("message") {
@@ -189,10 +236,7 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
             .into_iter()
             .flatten()
         {
-            out.push(Delta::ToolCall(super::function_call(
-                call,
-                Some(super::new_call_id),
-            )?));
+            out.push(Delta::ToolCall(function_call(call, Some(new_call_id))?));
         }
     }
     if json.get("done") == Some(&Value::Bool(true)) {
@@ -211,7 +255,7 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
     Ok(())
 }
 
-pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
+fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value) {
     let mut body = json!({"model": model, "input": request.inputs});
     if let Some(dimensions) = request.dimensions {
         body["dimensions"] = Value::from(dimensions);
@@ -220,17 +264,17 @@ pub(super) fn build_embed(model: &str, request: &EmbedRequest) -> (String, Value
 }
 
 /// `{"model", "embeddings": [[...]], "prompt_eval_count"}`.
-pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, String> {
     let vectors = json
         .get("embeddings")
         .and_then(Value::as_array)
         .ok_or("no embeddings in the response")?
         .iter()
-        .map(super::floats)
+        .map(floats)
         .collect::<Result<_, _>>()?;
     Ok(EmbedResponse {
         vectors,
-        model: super::string_at(json, "model"),
+        model: string_at(json, "model"),
         usage: Usage {
             input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
             ..Usage::default()
@@ -243,8 +287,10 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::{build_request, unable};
     use super::super::tests::{answer, messages, provider};
-    use super::super::*;
+    use super::super::types::Wire;
+    use super::*;
     use serde_json::json;
 
     #[test]

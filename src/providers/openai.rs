@@ -4,16 +4,64 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{
-    u64_at, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage, Wire,
-};
+use super::json::{event_json, floats, function_call, stable_digest, string_at, u64_at};
+use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
+use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 
-/// The endpoint path, the body and the wire's own headers.
-type Parts = (String, Value, Vec<(String, String)>);
+/// Chat Completions, at the paths the family shares (Azure's are its own:
+/// `azure.rs`).
+pub struct ChatCompletions;
 
-pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+impl WireFormat for ChatCompletions {
+    fn build_chat(&self, provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
+        let body = chat_body(provider, model, request);
+        ("/chat/completions".into(), body, Vec::new())
+    }
+
+    fn ask_to_stream(
+        &self,
+        provider: &ProviderConfig,
+        _path: &mut String,
+        body: &mut Map<String, Value>,
+    ) {
+        ask_to_stream(provider, body);
+    }
+
+    fn build_embed(
+        &self,
+        provider: &ProviderConfig,
+        model: &str,
+        request: &EmbedRequest,
+    ) -> (String, Value) {
+        ("/embeddings".into(), embed_body(provider, model, request))
+    }
+
+    fn unable(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
+        unable(provider, request)
+    }
+
+    fn parse(&self, json: &Map<String, Value>) -> Result<ChatResponse, String> {
+        parse(json)
+    }
+
+    fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {
+        parse_embed(json)
+    }
+
+    fn stream_event(
+        &self,
+        frame: &Frame,
+        out: &mut Vec<Delta>,
+        _extras: &mut Map<String, Value>,
+    ) -> Result<(), String> {
+        stream_event(frame, out)
+    }
+}
+
+/// A Chat Completions body for `model`.
+pub(super) fn chat_body(provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
@@ -86,23 +134,20 @@ pub(super) fn build(provider: &ProviderConfig, model: &str, request: &ChatReques
     if let Some(seed) = request.seed {
         body.insert(provider.seed_field.clone(), Value::from(seed));
     }
-    (
-        path(provider, model, "/chat/completions"),
-        Value::Object(body),
-        Vec::new(),
-    )
+    Value::Object(body)
 }
 
-/// The endpoint path: Azure's deployments form names the deployment in the
-/// path (`/deployments/{model}/chat/completions`, the base URL ending in
-/// `/openai?api-version=...`); everywhere else, and in Azure's v1 form (a
-/// base URL ending in `/openai/v1`), the model travels in the body only.
-fn path(provider: &ProviderConfig, model: &str, endpoint: &str) -> String {
-    let base = provider.base_url.split('?').next().unwrap_or("");
-    if provider.wire == Wire::Azure && !base.trim_end_matches('/').ends_with("/v1") {
-        format!("/deployments/{model}{endpoint}")
-    } else {
-        endpoint.to_string()
+/// A chat body asking for a stream, and (where the provider reports it in
+/// a stream) for its usage.
+pub(super) fn ask_to_stream(provider: &ProviderConfig, body: &mut Map<String, Value>) {
+    body.insert("stream".into(), Value::Bool(true));
+    if provider.stream_usage {
+        // Usage comes in a last chunk only when asked for; `params` may
+        // say otherwise (they win, key by key).
+        let options = body.entry("stream_options").or_insert_with(|| json!({}));
+        if let Value::Object(options) = options {
+            options.entry("include_usage").or_insert(Value::Bool(true));
+        }
     }
 }
 
@@ -156,7 +201,7 @@ fn short_id(id: &str) -> String {
     if id.len() <= MAX_ID_LEN {
         return id.to_string();
     }
-    format!("call_{:016x}", super::stable_digest(id))
+    format!("call_{:016x}", stable_digest(id))
 }
 
 /// An id as Mistral takes it: 9 letters or digits. An id already so stays;
@@ -166,7 +211,7 @@ fn mistral_id(id: &str) -> String {
         return id.to_string();
     }
     const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    let mut n = super::stable_digest(id);
+    let mut n = stable_digest(id);
     (0..9)
         .map(|_| {
             let digit = DIGITS[(n % 62) as usize] as char;
@@ -361,7 +406,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
-            tool_calls.push(super::function_call(call, None)?);
+            tool_calls.push(function_call(call, None)?);
         }
     }
     let has_calls = !tool_calls.is_empty();
@@ -370,7 +415,7 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         text,
         tool_calls,
         provider_data: None,
-        model: super::string_at(json, "model"),
+        model: string_at(json, "model"),
         // A refusal is a content filter's answer, whatever finish_reason
         // says; calls and a "stop" (some servers of the family): the answer
         // is the calls, as in a stream.
@@ -450,12 +495,12 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         out.push(Delta::End);
         return Ok(());
     }
-    let json: Map<String, Value> = super::event_json(data)?;
+    let json: Map<String, Value> = event_json(data)?;
     if let Some(error) = error_in_answer(&json) {
         out.push(Delta::Error(StreamError { error }));
         return Ok(());
     }
-    if let Some(model) = super::string_at(&json, "model") {
+    if let Some(model) = string_at(&json, "model") {
         out.push(Delta::Model(model));
     }
     let choices = match json.get("choices") {
@@ -578,13 +623,9 @@ fn output_tokens(usage: &Value) -> Option<u64> {
     }
 }
 
-/// The embeddings endpoint: `{"model", "input": [...]}`, and the
-/// dimensions under the provider's own field name.
-pub(super) fn build_embed(
-    provider: &ProviderConfig,
-    model: &str,
-    request: &EmbedRequest,
-) -> (String, Value) {
+/// The embeddings body: `{"model", "input": [...]}`, and the dimensions
+/// under the provider's own field name.
+pub(super) fn embed_body(provider: &ProviderConfig, model: &str, request: &EmbedRequest) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert("input".into(), json!(request.inputs));
@@ -599,7 +640,7 @@ pub(super) fn build_embed(
         "float"
     };
     body.insert("encoding_format".into(), Value::from(encoding));
-    (path(provider, model, "/embeddings"), Value::Object(body))
+    Value::Object(body)
 }
 
 /// `{"data": [{"index", "embedding": [...]}], "model", "usage"}`: vectors
@@ -621,7 +662,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
         };
         let vector = match item.get("embedding") {
             Some(Value::String(packed)) => base64_floats(packed)?,
-            Some(list) => super::floats(list)?,
+            Some(list) => floats(list)?,
             None => return Err("an item without an embedding".into()),
         };
         if vectors[index].replace(vector).is_some() {
@@ -631,7 +672,7 @@ pub(super) fn parse_embed(json: &Map<String, Value>) -> Result<EmbedResponse, St
     let usage = json.get("usage").cloned().unwrap_or(Value::Null);
     Ok(EmbedResponse {
         vectors: vectors.into_iter().map(Option::unwrap_or_default).collect(),
-        model: super::string_at(json, "model"),
+        model: string_at(json, "model"),
         usage: Usage {
             input_tokens: u64_at(&usage, &["prompt_tokens"]),
             ..Usage::default()
@@ -660,7 +701,7 @@ fn base64_floats(packed: &str) -> Result<Vec<f64>, String> {
 /// What an error body says beyond its message: the upstream provider's own
 /// error behind a router (OpenRouter's `metadata.raw`), and which content
 /// filters fired (Azure's `content_filter_result`).
-pub(crate) fn error_detail(json: &Value) -> Option<String> {
+pub(super) fn error_detail(json: &Value) -> Option<String> {
     let error = json.get("error")?;
     if let Some(raw) = error.pointer("/metadata/raw").filter(|r| !r.is_null()) {
         let upstream = error
@@ -707,8 +748,10 @@ pub(crate) fn error_detail(json: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::{authorize, build_request};
     use super::super::tests::provider;
-    use super::super::*;
+    use super::super::types::Wire;
+    use super::*;
     use serde_json::json;
 
     #[test]

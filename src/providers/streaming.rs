@@ -12,28 +12,16 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{error_failure, redact, request_id, ProviderConfig, Wire};
+use super::answer::{error_failure, name_failure, parse_response, request_id, status_of_type};
+use super::openai::error_detail;
+use super::secrets::redact;
+use super::types::{ChatResponse, ProviderConfig};
+use super::wire_format::WireFormat;
+use super::wires::format;
 use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{BodyStream, HttpRequest, Opened, ReqwestTransport};
 use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamError};
-
-/// The HTTP status an error type stands for (Anthropic's `error.type`
-/// names, which its stream error events carry without a status).
-pub(super) fn status_of_type(name: &str) -> Option<u16> {
-    Some(match name {
-        "invalid_request_error" => 400,
-        "authentication_error" => 401,
-        "billing_error" => 402,
-        "permission_error" => 403,
-        "not_found_error" => 404,
-        "request_too_large" => 413,
-        "rate_limit_error" => 429,
-        "api_error" => 500,
-        "overloaded_error" => 529,
-        _ => return None,
-    })
-}
 
 /// The most chunks handed to the caller in one batch (more that has
 /// already arrived waits for the next read).
@@ -42,7 +30,7 @@ const BATCH: usize = 512;
 /// A stream being read.
 pub struct LiveStream {
     name: String,
-    wire: Wire,
+    wire: &'static dyn WireFormat,
     overloaded_statuses: Vec<u16>,
     secrets: Vec<String>,
     status: u16,
@@ -100,11 +88,11 @@ pub async fn start(
     let opened = transport
         .open(sent, idle)
         .await
-        .map_err(|failure| super::name_failure(provider, sent, failure))?;
+        .map_err(|failure| name_failure(provider, sent, failure))?;
     let (status, headers, body) = match opened {
         Opened::Whole(response) => {
             let request_id =
-                request_id(provider.wire, &response.headers).map(|id| redact(&id, &sent.secrets));
+                request_id(provider, &response.headers).map(|id| redact(&id, &sent.secrets));
             return Err(error_failure(provider, &sent.secrets, response, request_id));
         }
         Opened::Streaming {
@@ -113,24 +101,24 @@ pub async fn start(
             body,
         } => (status, headers, body),
     };
-    let json_answer = provider.wire != Wire::Ollama
+    let wire = format(provider.wire);
+    // A JSON document where an SSE stream was asked for (an NDJSON stream's
+    // lines are JSON documents themselves).
+    let json_answer = wire.framing() == Framing::Sse
         && headers
             .get("content-type")
             .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
     let mut live = LiveStream {
         name: provider.name.clone(),
-        wire: provider.wire,
+        wire,
         overloaded_statuses: provider.overloaded_statuses.clone(),
         secrets: sent.secrets.clone(),
-        request_id: request_id(provider.wire, &headers).map(|id| redact(&id, &sent.secrets)),
+        request_id: request_id(provider, &headers).map(|id| redact(&id, &sent.secrets)),
         status,
         host: body.host().to_string(),
         headers,
         body: Some(body),
-        decoder: Decoder::new(match provider.wire {
-            Wire::Ollama => Framing::Ndjson,
-            _ => Framing::Sse,
-        }),
+        decoder: Decoder::new(wire.framing()),
         acc: Accumulator::default(),
         extras: serde_json::Map::new(),
         whole_provider_data: None,
@@ -158,7 +146,7 @@ async fn whole_answer(
     status: u16,
     headers: &Headers,
     body: Option<BodyStream>,
-) -> Result<super::ChatResponse, Failure> {
+) -> Result<ChatResponse, Failure> {
     let mut bytes = Vec::new();
     if let Some(mut body) = body {
         loop {
@@ -181,7 +169,7 @@ async fn whole_answer(
         headers: headers.clone(),
         body: bytes,
     };
-    super::parse_response(provider, sent, response)
+    parse_response(provider, sent, response)
 }
 
 impl LiveStream {
@@ -277,13 +265,9 @@ impl LiveStream {
     /// Reads one frame into chunks; an error event is a failure.
     fn frame(&mut self, frame: &Frame, out: &mut Vec<Chunk>) -> Result<(), Failure> {
         let mut deltas = Vec::new();
-        let read = match self.wire {
-            Wire::OpenAI | Wire::Azure => super::openai::stream_event(frame, &mut deltas),
-            Wire::Anthropic => super::anthropic::stream_event(frame, &mut deltas, &mut self.extras),
-            Wire::Gemini => super::gemini::stream_event(frame, &mut deltas, &mut self.extras),
-            Wire::Ollama => super::ollama::stream_event(frame, &mut deltas),
-        };
-        read.map_err(|why| self.undecodable(why))?;
+        self.wire
+            .stream_event(frame, &mut deltas, &mut self.extras)
+            .map_err(|why| self.undecodable(why))?;
         for delta in deltas {
             match delta {
                 Delta::Error(error) => return Err(self.error_event(&error)),
@@ -328,7 +312,7 @@ impl LiveStream {
 
     /// A whole answer, as if it had streamed: its chunks to `out`, and the
     /// stream complete.
-    fn replay(&mut self, chat: super::ChatResponse, out: &mut Vec<Chunk>) {
+    fn replay(&mut self, chat: ChatResponse, out: &mut Vec<Chunk>) {
         self.close();
         self.acc.apply(Delta::Text(chat.text), out);
         for call in chat.tool_calls {
@@ -351,11 +335,7 @@ impl LiveStream {
         if let Some(data) = &self.whole_provider_data {
             return Some(data.clone());
         }
-        match self.wire {
-            Wire::Anthropic => super::anthropic::stream_provider_data(&self.extras),
-            Wire::Gemini => super::gemini::stream_provider_data(&self.extras),
-            _ => None,
-        }
+        self.wire.stream_provider_data(&self.extras)
     }
 
     /// Puts a failure back, to be reported by the next `next` (a caller
@@ -440,7 +420,7 @@ impl LiveStream {
             (_, Some(status)) => classify_status(status, &parsed, &self.overloaded_statuses),
             (_, None) => classify_status(500, &parsed, &self.overloaded_statuses),
         };
-        let detail = super::openai::error_detail(&wrapped);
+        let detail = error_detail(&wrapped);
         let message = match (parsed.message, detail) {
             (Some(m), Some(d)) => format!("{}: error event in the stream: {m} ({d})", self.name),
             (Some(m), None) => format!("{}: error event in the stream: {m}", self.name),

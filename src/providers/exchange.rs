@@ -1,0 +1,104 @@
+//! One attempt at a job: the request sent and its answer read, whole or
+//! (for a stream) up to its first content, within the attempt's bounds.
+
+use super::answer::{name_failure, parse_embed_response, parse_response};
+use super::streaming;
+use super::types::{ChatResponse, EmbedResponse, Job, ProviderConfig};
+use crate::engine::{ErrorKind, Failure};
+use crate::http::HttpRequest;
+
+/// A provider's answer to a [`Job`].
+#[derive(Debug)]
+pub enum Reply {
+    Chat(ChatResponse),
+    Embed(EmbedResponse),
+    /// A stream whose first content is in hand (boxed: it carries a whole
+    /// decoder and accumulator).
+    Stream(Box<streaming::StartedStream>),
+}
+
+impl crate::engine::Answer for Reply {
+    fn status(&self) -> u16 {
+        match self {
+            Self::Chat(chat) => chat.status,
+            Self::Embed(embed) => embed.status,
+            Self::Stream(stream) => crate::engine::Answer::status(stream.as_ref()),
+        }
+    }
+
+    fn exhausted_for(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
+        let headers = match self {
+            Self::Chat(chat) => &chat.headers,
+            Self::Embed(embed) => &embed.headers,
+            Self::Stream(stream) => stream.live.headers(),
+        };
+        crate::engine::hints::exhausted_reset(headers, now)
+    }
+}
+
+/// One attempt at `job`: sends `sent` and reads the answer, whole or (for
+/// a stream) up to its first content. Each wait ends after
+/// `bounds.timeout`; the whole attempt, whatever arrives before its answer
+/// (keep-alives, pings, empty deltas), by `bounds.left`, the deadline.
+pub async fn exchange(
+    provider: &ProviderConfig,
+    job: &Job,
+    transport: &crate::http::ReqwestTransport,
+    sent: &HttpRequest,
+    bounds: crate::engine::AttemptBounds,
+) -> Result<Reply, Failure> {
+    use crate::http::Transport;
+    let attempt = async {
+        match job {
+            Job::Stream(_) => streaming::start(provider, transport, sent, bounds.timeout)
+                .await
+                .map(|started| Reply::Stream(Box::new(started))),
+            Job::Chat(_) | Job::Embed(_) => {
+                let response = transport
+                    .send(sent, bounds.timeout)
+                    .await
+                    .map_err(|failure| name_failure(provider, sent, failure))?;
+                match job {
+                    Job::Embed(request) => {
+                        parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+                    }
+                    _ => parse_response(provider, sent, response).map(Reply::Chat),
+                }
+            }
+        }
+    };
+    let Some(left) = bounds.left else {
+        return attempt.await;
+    };
+    let out_of_time = || {
+        let what = match job {
+            Job::Stream(_) => "the stream did not start",
+            Job::Chat(_) | Job::Embed(_) => "no answer came",
+        };
+        Failure::out_of_time(format!(
+            "{}: {what} within the {:.3}s left before the deadline",
+            provider.name,
+            left.as_secs_f64()
+        ))
+    };
+    if left.is_zero() {
+        // Nothing is sent once the time is gone (a key callable used it up):
+        // a fast server must not answer a call past its deadline.
+        return Err(out_of_time());
+    }
+    let started = tokio::time::Instant::now();
+    match tokio::time::timeout(left, attempt).await {
+        // A wait inside the attempt was cut to the time left too, and may
+        // end first: the deadline, not the provider, ended it (a connect
+        // timeout ends sooner; a 408 has a body).
+        Ok(Err(failure))
+            if failure.kind == ErrorKind::Timeout
+                && failure.body.is_none()
+                && started.elapsed() >= left =>
+        {
+            Err(out_of_time())
+        }
+        Ok(result) => result,
+        Err(_) => Err(out_of_time()),
+    }
+}
