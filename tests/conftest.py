@@ -15,6 +15,8 @@ from failover.testing import MockServer
 pytest_plugins = ["pytester"]
 
 KEY = "sk-test-do-not-leak-1234567890"
+# Shaped like a Google key, which redaction must find as well.
+GEMINI_KEY = "AIza-test-do-not-leak-0987654321"
 
 
 @pytest.fixture
@@ -37,10 +39,44 @@ def call(request: pytest.FixtureRequest) -> Callable[..., failover.Response]:
     return run
 
 
+@pytest.fixture(params=["sync", "async"])
+def face(request: pytest.FixtureRequest) -> str:
+    """``"sync"`` or ``"async"``, for a test that reads a stream or embeds through both faces
+    of the one engine itself (``collect``)."""
+    return str(request.param)
+
+
+def collect(
+    face: str, client: failover.Client, prompt: Any = "Hi", **kwargs: Any
+) -> tuple[list[failover.Chunk], failover.Response]:
+    """Every chunk of a stream, and its response, through either face."""
+    if face == "sync":
+        with client.stream(prompt, **kwargs) as stream:
+            chunks = list(stream)
+        return chunks, stream.response
+
+    async def run() -> tuple[list[failover.Chunk], failover.Response]:
+        async with client.stream_async(prompt, **kwargs) as stream:
+            chunks = [c async for c in stream]
+        return chunks, stream.response
+
+    return asyncio.run(run())
+
+
 def openai(server: MockServer, **kwargs: Any) -> failover.OpenAICompatible:
     return failover.OpenAICompatible(
         model="gpt-4.1-mini", base_url=server.url, api_key=KEY, **kwargs
     )
+
+
+def oa(data: Any) -> str:
+    """An OpenAI-style stream event: the chunk as JSON, non-ASCII sent as UTF-8 as providers do."""
+    return "data: " + json.dumps(data, ensure_ascii=False)
+
+
+def oa_text(text: str, **extra: Any) -> str:
+    """An OpenAI-style chunk carrying ``text``."""
+    return oa({"model": "gpt-4.1", "choices": [{"index": 0, "delta": {"content": text}}], **extra})
 
 
 def ant(kind: str, data: dict[str, Any]) -> str:
@@ -50,6 +86,21 @@ def ant(kind: str, data: dict[str, Any]) -> str:
 
 def anthropic(server: MockServer, **kwargs: Any) -> failover.Anthropic:
     return failover.Anthropic(model="claude-haiku-4-5", base_url=server.url, api_key=KEY, **kwargs)
+
+
+def gemini(server: MockServer, **kwargs: Any) -> failover.Gemini:
+    kwargs.setdefault("api_key", GEMINI_KEY)
+    return failover.Gemini(model="gemini-2.5-flash", base_url=server.url, **kwargs)
+
+
+def mistral(
+    server: MockServer, model: str = "mistral-small-latest", **kwargs: Any
+) -> failover.Mistral:
+    return failover.Mistral(model=model, base_url=server.url, api_key=KEY, **kwargs)
+
+
+def ollama(server: MockServer, **kwargs: Any) -> failover.Ollama:
+    return failover.Ollama(model="llama3.2", base_url=server.url, **kwargs)
 
 
 @pytest.fixture(scope="session")
