@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import pytest
 
 import failover
-from failover.testing import MockServer
+from failover.testing import FakeSleeper, MockServer
 
 from conftest import KEY, ant, anthropic, gemini, oa, ollama, openai
 
@@ -280,3 +280,13 @@ def test_a_stream_whose_first_event_the_deadline_cuts_off_is_deadline_exceeded(
     with pytest.raises(failover.DeadlineExceeded):
         with client.stream("Hi", deadline=0.3) as stream:
             list(stream)
+
+
+def test_deadline_cutting_an_attempt_short_is_deadline_exceeded(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), timeout=30)
+    with pytest.raises(failover.DeadlineExceeded) as info:
+        call(client, deadline=0.2)
+    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value.__cause__, failover.ProviderTimeout)
+    assert len(info.value.attempts) == 1
