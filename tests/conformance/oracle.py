@@ -200,9 +200,10 @@ def expected_vectors(rec: Recording) -> list[list[float]]:
     return [item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])]
 
 
-# Per error recording: the class DESIGN §3.1 asks for (read from the recorded body) and the
-# wait hint DESIGN §3.2 gives (read from the recorded headers and body). None of these hints
-# depends on the clock: no HTTP-date retry-after and no exhausted reset header among them.
+# Per error recording: the class DESIGN §3.1 asks for (read from the recorded body), the
+# wait hint DESIGN §3.2 gives (read from the recorded headers and body), and what in the
+# recording decides them (shown when the class is wrong). None of these hints depends on the
+# clock: no HTTP-date retry-after and no exhausted reset header among them.
 _ANTHROPIC_429_41 = (
     "anthropic/chat_real_error_scenarios_anthropic_claude-haiku-4-5_handles_context_length_"
     "exceeded_errors.yml#0"
@@ -484,8 +485,9 @@ _ANTHROPIC_STREAM_OVERLOADED = (
 _GROQ_STREAM_ERROR = "groq/extracts/test_tool_use_failed_error_streaming.yaml.extract.json#0"
 
 # Per streamed recording with an in-stream error event: the ProviderError class DESIGN §3.6
-# asks for (raised before any content; the cause of StreamInterrupted after it). Whether the
-# error came before or after content, and the text delivered before it, are read from the body.
+# asks for (raised before any content; the cause of StreamInterrupted after it) and what in the
+# event decides it (shown when the class is wrong). Whether the error came before or after
+# content, and the text delivered before it, are read from the body.
 EXPECTED_STREAM_ERRORS: dict[str, tuple[type[failover.ProviderError], str]] = {
     # HTTP 200 whose SSE body is only `event: error` {"type": "overloaded_error"}: the string
     # code overloaded_error is overloaded, before any content.

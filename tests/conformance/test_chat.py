@@ -187,11 +187,11 @@ def test_recorded_error(rec: Recording, face: str) -> None:
         f"new error recording {rec.id} (status {rec.status}): read its body and add the class "
         "DESIGN §3.1 asks for to EXPECTED_ERRORS"
     )
-    expected_cls, expected_wait, _why = EXPECTED_ERRORS[rec.id]
+    expected_cls, expected_wait, why = EXPECTED_ERRORS[rec.id]
     played = play(rec, face)
     exc = played.result
 
-    assert type(exc) is expected_cls, f"expected {expected_cls.__name__}, got {exc!r}"
+    assert type(exc) is expected_cls, f"expected {expected_cls.__name__} ({why}), got {exc!r}"
     assert isinstance(exc, failover.ProviderError)
     assert exc.kind == expected_cls.kind
     assert exc.status == rec.status

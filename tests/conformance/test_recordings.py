@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import failover
+
 from .loader import (
     ASPECTS,
     EMBEDDINGS,
@@ -28,7 +30,7 @@ from .loader import (
     params,
 )
 from .oracle import EXPECTED_ERRORS, EXPECTED_STREAM_ERRORS, STREAM_ERRORS
-from .replay import default_base_url, is_loopback, is_ollama_cloud_v1
+from .replay import API_KEY, default_base_url, is_loopback, is_ollama_cloud_v1
 
 # How many interactions of each folder are replayed: a loader that silently drops one fails.
 REPLAYED_PER_FOLDER = {
@@ -97,13 +99,22 @@ def test_not_replayed(rec: Recording) -> None:
 
 
 @pytest.mark.parametrize("rec", params(RECORDINGS, "request") + params(STREAMS, "stream-request"))
-def test_default_base_url_matches_recording(rec: Recording) -> None:
+def test_default_base_url_matches_recording(
+    rec: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The provider class's default base URL is where the recording was made (its scheme and
-    host; a local Ollama's port)."""
+    host; a local Ollama's port). Where the endpoint is always the caller's own (an Azure
+    resource; ollama.com's /v1 through OpenAICompatible) there is no default: the class asks
+    for it rather than guess."""
     if rec.folder == "azure":
-        pytest.skip("an Azure endpoint is always the caller's own resource")
+        monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+        with pytest.raises(failover.ConfigurationError, match="AZURE_OPENAI_ENDPOINT"):
+            failover.Azure("recorded-deployment", api_key=API_KEY)
+        return
     if is_ollama_cloud_v1(rec):
-        pytest.skip("ollama.com's /v1 is OpenAICompatible's, whose base_url is the caller's")
+        with pytest.raises(failover.ConfigurationError, match="needs a base_url"):
+            failover.OpenAICompatible(model=rec.model, api_key=API_KEY)
+        return
     default, recorded = urlsplit(default_base_url(rec)), urlsplit(rec.uri)
     if is_loopback(rec.uri):
         assert is_loopback(default.geturl())

@@ -230,10 +230,10 @@ def test_streamed_error_class(rec: Recording, face: str) -> None:
         f"new in-stream error {rec.id}: read its event and add the class DESIGN §3.6 asks for "
         "to EXPECTED_STREAM_ERRORS"
     )
-    expected_cls, _why = EXPECTED_STREAM_ERRORS[rec.id]
+    expected_cls, why = EXPECTED_STREAM_ERRORS[rec.id]
     exc = play_stream(rec, face).error
     error = exc.__cause__ if isinstance(exc, failover.StreamInterrupted) else exc
-    assert type(error) is expected_cls, f"expected {expected_cls.__name__}, got {error!r}"
+    assert type(error) is expected_cls, f"expected {expected_cls.__name__} ({why}), got {error!r}"
     assert isinstance(error, failover.ProviderError)
     assert error.kind == expected_cls.kind
     if not isinstance(exc, failover.StreamInterrupted):
