@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
+import subprocess
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -15,6 +17,8 @@ from failover.testing import MockServer
 pytest_plugins = ["pytester"]
 
 KEY = "sk-test-do-not-leak-1234567890"
+# Shaped like a Google key, which redaction must find as well.
+GEMINI_KEY = "AIza-test-do-not-leak-0987654321"
 
 
 @pytest.fixture
@@ -37,10 +41,44 @@ def call(request: pytest.FixtureRequest) -> Callable[..., failover.Response]:
     return run
 
 
+@pytest.fixture(params=["sync", "async"])
+def face(request: pytest.FixtureRequest) -> str:
+    """``"sync"`` or ``"async"``, for a test that reads a stream or embeds through both faces
+    of the one engine itself (``collect``)."""
+    return str(request.param)
+
+
+def collect(
+    face: str, client: failover.Client, prompt: Any = "Hi", **kwargs: Any
+) -> tuple[list[failover.Chunk], failover.Response]:
+    """Every chunk of a stream, and its response, through either face."""
+    if face == "sync":
+        with client.stream(prompt, **kwargs) as stream:
+            chunks = list(stream)
+        return chunks, stream.response
+
+    async def run() -> tuple[list[failover.Chunk], failover.Response]:
+        async with client.stream_async(prompt, **kwargs) as stream:
+            chunks = [c async for c in stream]
+        return chunks, stream.response
+
+    return asyncio.run(run())
+
+
 def openai(server: MockServer, **kwargs: Any) -> failover.OpenAICompatible:
     return failover.OpenAICompatible(
         model="gpt-4.1-mini", base_url=server.url, api_key=KEY, **kwargs
     )
+
+
+def oa(data: Any) -> str:
+    """An OpenAI-style stream event: the chunk as JSON, non-ASCII sent as UTF-8 as providers do."""
+    return "data: " + json.dumps(data, ensure_ascii=False)
+
+
+def oa_text(text: str, **extra: Any) -> str:
+    """An OpenAI-style chunk carrying ``text``."""
+    return oa({"model": "gpt-4.1", "choices": [{"index": 0, "delta": {"content": text}}], **extra})
 
 
 def ant(kind: str, data: dict[str, Any]) -> str:
@@ -52,6 +90,21 @@ def anthropic(server: MockServer, **kwargs: Any) -> failover.Anthropic:
     return failover.Anthropic(model="claude-haiku-4-5", base_url=server.url, api_key=KEY, **kwargs)
 
 
+def gemini(server: MockServer, **kwargs: Any) -> failover.Gemini:
+    kwargs.setdefault("api_key", GEMINI_KEY)
+    return failover.Gemini(model="gemini-2.5-flash", base_url=server.url, **kwargs)
+
+
+def mistral(
+    server: MockServer, model: str = "mistral-small-latest", **kwargs: Any
+) -> failover.Mistral:
+    return failover.Mistral(model=model, base_url=server.url, api_key=KEY, **kwargs)
+
+
+def ollama(server: MockServer, **kwargs: Any) -> failover.Ollama:
+    return failover.Ollama(model="llama3.2", base_url=server.url, **kwargs)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """A real redis-server on a free loopback port for the suite (`make test` runs it
@@ -60,40 +113,59 @@ def redis_url() -> Iterator[str]:
 
 
 def _redis_server() -> Iterator[str]:
-    import re
     import shutil
-    import subprocess
-    import time
 
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("no redis-server on this machine (`.ci/run` installs Debian's package)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     if re.search(r"v=([7-9]|\d\d)\.", version):
         # The stall tests freeze it with DEBUG SLEEP, refused by default since Redis 7.
-        args += ["--enable-debug-command", "local"]
-    process = subprocess.Popen(
-        args,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(200):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                    break
-            except OSError:
-                time.sleep(0.02)
-        else:
-            pytest.skip("redis-server did not start")
-        yield f"redis://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
+        options += ["--enable-debug-command", "local"]
+    # A port free when probed can be taken before redis-server binds it (by another suite's
+    # Redis on the same machine): then ours exits, and the one answering is not ours.
+    for _ in range(5):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        process = subprocess.Popen(
+            [binary, "--port", str(port), *options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            if _answers_as(process, port):
+                yield f"redis://127.0.0.1:{port}"
+                return
+        finally:
+            process.terminate()
+            process.wait(10)
+    pytest.skip("redis-server did not start")
+
+
+def _answers_as(process: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether the Redis answering on ``port`` is ``process`` (its INFO's process_id), waiting
+    up to 4 s for it to start; False once ``process`` has exited."""
+    import time
+
+    for _ in range(200):
+        if process.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                conn.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+                reply = b""
+                while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    reply += data
+            found = re.search(rb"process_id:(\d+)", reply)
+            return found is not None and int(found.group(1)) == process.pid
+        except OSError:
+            time.sleep(0.02)
+    return False
 
 
 def tool_call(call_id: str, name: str = "weather") -> dict[str, Any]:

@@ -11,12 +11,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import (
-    KEY,
-    anthropic,
-    openai,
-    tool_loop,
-)
+from conftest import KEY, anthropic, gemini, openai, tool_loop
 
 WEATHER = failover.Tool(
     name="weather",
@@ -804,8 +799,7 @@ def test_a_conversation_without_a_user_turn_skips_gemini(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
     """Found by the new-user trials of 2026-11-30."""
-    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
-    client = failover.Client({"gem": gemini, "gpt": openai(backup_server)})
+    client = failover.Client({"gem": gemini(mock_server), "gpt": openai(backup_server)})
     for history in (
         [{"role": "system", "content": "Greet the user."}],
         [{"role": "system", "content": "Go on."}, {"role": "assistant", "content": "Once"}],

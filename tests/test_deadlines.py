@@ -20,18 +20,14 @@ from typing import Any, Callable, Optional
 import pytest
 
 import failover
-from failover.testing import MockServer
+from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, ant, anthropic, openai
+from conftest import KEY, ant, anthropic, gemini, oa, ollama, openai
 
 DEADLINE = 0.5
 BOUND = DEADLINE + 3.0  # the call must end well before the keep-alives would
 INTERVAL = 0.1
 KEEP_ALIVES = 200  # 20 s of them
-
-
-def oa(data: Any) -> str:
-    return "data: " + json.dumps(data)
 
 
 OA_TEXT = oa({"choices": [{"index": 0, "delta": {"content": "late"}}]})
@@ -59,10 +55,6 @@ class KeepAlive:
 
 def _sse(events: list[str]) -> Callable[[MockServer], None]:
     return lambda server: server.push(sse=events, interval=INTERVAL)
-
-
-def _gemini(server: MockServer) -> failover.Provider:
-    return failover.Gemini("gemini-2.5-flash", api_key="AIza-deadline-test-1", base_url=server.url)
 
 
 def _ollama_push(server: MockServer) -> None:
@@ -104,10 +96,8 @@ KEEP_ALIVE_KINDS = {
             + [OA_TEXT, OA_STOP]
         ),
     ),
-    "gemini empty parts": KeepAlive(_gemini, _sse([GEMINI_EMPTY] * KEEP_ALIVES + [GEMINI_TEXT])),
-    "ollama empty lines": KeepAlive(
-        lambda server: failover.Ollama("llama3.2", base_url=server.url), _ollama_push
-    ),
+    "gemini empty parts": KeepAlive(gemini, _sse([GEMINI_EMPTY] * KEEP_ALIVES + [GEMINI_TEXT])),
+    "ollama empty lines": KeepAlive(ollama, _ollama_push),
 }
 TIMEOUTS = {"timeout below the deadline": 0.25, "at it": DEADLINE, "above it": 5.0}
 
@@ -290,3 +280,13 @@ def test_a_stream_whose_first_event_the_deadline_cuts_off_is_deadline_exceeded(
     with pytest.raises(failover.DeadlineExceeded):
         with client.stream("Hi", deadline=0.3) as stream:
             list(stream)
+
+
+def test_deadline_cutting_an_attempt_short_is_deadline_exceeded(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), timeout=30)
+    with pytest.raises(failover.DeadlineExceeded) as info:
+        call(client, deadline=0.2)
+    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value.__cause__, failover.ProviderTimeout)
+    assert len(info.value.attempts) == 1

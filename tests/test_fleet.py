@@ -451,7 +451,7 @@ def test_a_cooldown_reaches_another_process(
     assert line[0] == "ok", line
     # Heard through pub/sub (about 5 ms on loopback; no time bound asserted here).
     wait_for(lambda: "a" in watcher.cooldowns(), within=5)
-    worker.wait(30)
+    worker.communicate(timeout=30)  # reaps it and closes its stdout pipe
 
 
 @pytest.mark.mock_server(assert_all_used=False)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import (
-    KEY,
-    openai,
-)
+from conftest import gemini, openai
 
 
 @pytest.mark.mock_server(assert_all_used=False)
@@ -23,8 +22,9 @@ def test_a_gemini_answer_that_ended_abnormally_with_nothing_fails_over(
     for _ in range(3):
         mock_server.push(200, json=empty)
     backup_server.push_text("ok")
-    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
-    client = failover.Client({"gem": gemini, "g": openai(backup_server)}, sleeper=FakeSleeper())
+    client = failover.Client(
+        {"gem": gemini(mock_server), "g": openai(backup_server)}, sleeper=FakeSleeper()
+    )
     r = client.prompt("Hi")
     assert (r.provider, r.text) == ("g", "ok")
     assert r.attempts[0].kind == "server_error"
@@ -35,15 +35,14 @@ def test_a_gemini_stream_that_ended_abnormally_with_nothing_fails_over(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
     """Found by the new-user trials of 2026-11-30."""
-    import json
-
     empty = {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "OTHER"}]}
     for _ in range(3):
         mock_server.push(sse=[f"data: {json.dumps(empty)}"])
     stop = 'data: {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}'
     backup_server.push(sse=[stop, "data: [DONE]"])
-    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
-    client = failover.Client({"gem": gemini, "g": openai(backup_server)}, sleeper=FakeSleeper())
+    client = failover.Client(
+        {"gem": gemini(mock_server), "g": openai(backup_server)}, sleeper=FakeSleeper()
+    )
     with client.stream("Hi") as stream:
         assert "".join(c.text for c in stream) == "ok"
     assert stream.response is not None and stream.response.provider == "g"
@@ -51,16 +50,13 @@ def test_a_gemini_stream_that_ended_abnormally_with_nothing_fails_over(
 
 def test_gemini_calls_then_other_in_a_later_chunk_are_tool_calls(mock_server: MockServer) -> None:
     """Found by the new-user trials of 2026-11-30."""
-    import json
-
     call = {"functionCall": {"name": "weather", "args": {}}}
     chunks = [
         {"candidates": [{"content": {"role": "model", "parts": [call]}}]},
         {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "OTHER"}]},
     ]
     mock_server.push(sse=[f"data: {json.dumps(c)}" for c in chunks])
-    gemini = failover.Gemini(model="gemini-2.5-flash", base_url=mock_server.url, api_key=KEY)
-    with failover.Client({"gem": gemini}).stream("Hi") as stream:
+    with failover.Client({"gem": gemini(mock_server)}).stream("Hi") as stream:
         list(stream)
     assert stream.response is not None and stream.response.finish_reason == "tool_calls"
 

@@ -11,9 +11,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import (
-    openai,
-)
+from conftest import KEY, openai
 
 
 def test_a_credential_header_under_the_keys_name_is_sent_once_instead_of_the_key(
@@ -298,3 +296,42 @@ def test_a_key_callables_error_text_is_redacted(mock_server):
     with pytest.raises(failover.AuthenticationError) as info:
         failover.Client({"a": provider}).prompt("Hi")
     assert "BASEURLPW_12345" not in str(info.value), info.value
+
+
+def test_missing_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(failover.ConfigurationError, match="ANTHROPIC_API_KEY"):
+        failover.Client({"c": failover.Anthropic(model="claude-haiku-4-5")})
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    client = failover.Client({"g": failover.OpenAI(model="gpt-4.1-mini")})
+    assert client.providers["g"].base_url == "https://api.openai.com/v1"
+
+
+def test_a_key_callables_exception_is_the_cause_and_its_text_is_never_copied(
+    mock_server, caplog, call
+):
+    class TokenFetchError(Exception):
+        pass
+
+    def token() -> str:
+        raise TokenFetchError("refresh failed for client secret HUNTER2-SECRET")
+
+    events: list[object] = []
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=token)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        call(client)
+
+    assert isinstance(info.value.__cause__, TokenFetchError), "the exception, kept whole"
+    assert "HUNTER2-SECRET" in str(info.value.__cause__)
+    assert "raised test_keys.TokenFetchError" in str(info.value)
+    [failed] = events
+    assert isinstance(failed, failover.CallFailed) and failed.error is info.value
+    texts = [str(info.value), repr(info.value), repr(failed), str(info.value.attempts)]
+    texts += [r.getMessage() for r in caplog.records]
+    assert any("call failed" in r.getMessage() for r in caplog.records)
+    for text in texts:
+        assert "HUNTER2-SECRET" not in text and "refresh failed" not in text, text
+    assert mock_server.requests == []

@@ -4,8 +4,12 @@ exit."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
 import sys
+import textwrap
 import threading
 
 import pytest
@@ -214,3 +218,35 @@ asyncio.run(main())
         subprocess.run([sys.executable, "-c", script], timeout=60).returncode for _ in range(runs)
     ]
     assert codes == [0] * runs
+
+
+def test_ctrl_c_interrupts_a_blocking_call(mock_server):
+    mock_server.push(fault="hang")
+    script = textwrap.dedent(
+        f"""
+        import failover, sys
+        client = failover.Client(
+            {{"a": failover.OpenAICompatible(model="m", base_url={mock_server.url!r})}},
+            timeout=60,
+        )
+        print("calling", flush=True)
+        try:
+            client.prompt("Hi")
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(7)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "calling"
+    while not mock_server.requests:
+        threading.Event().wait(0.02)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 7 and "interrupted" in out

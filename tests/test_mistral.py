@@ -8,18 +8,15 @@ import pytest
 import failover
 from failover.testing import MockServer
 
-from conftest import (
-    KEY,
-    openai,
-    tool_loop,
-)
+from conftest import mistral, oa, openai, tool_loop
 
 
 def test_mistral_gets_nine_character_ids_and_random_seed(mock_server: MockServer) -> None:
     """Found by the new-user trials of 2026-11-30."""
     mock_server.push_text("Sunny.")
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    failover.Client({"m": mistral}).prompt(tool_loop("toolu_01A09q90qw90", "abcDEF123"), seed=7)
+    failover.Client({"m": mistral(mock_server)}).prompt(
+        tool_loop("toolu_01A09q90qw90", "abcDEF123"), seed=7
+    )
     sent = mock_server.requests[0].json
     calls = [c["id"] for c in sent["messages"][1]["tool_calls"]]
     results = [m["tool_call_id"] for m in sent["messages"][2:]]
@@ -46,8 +43,7 @@ def test_mistral_is_skipped_for_an_image_in_a_tool_result(
     history = tool_loop("t1")
     history[2]["content"] = [{"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}]
     backup_server.push_text("A chart.")
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(history)
+    r = failover.Client({"m": mistral(mock_server), "g": openai(backup_server)}).prompt(history)
     assert r.provider == "g" and mock_server.requests == []
     assert "right after tool results" in (r.attempts[0].skipped or "")
     sent = backup_server.requests[0].json["messages"]
@@ -61,8 +57,7 @@ def test_mistral_is_skipped_for_a_user_message_right_after_tool_results(
     """Found by the new-user trials of 2026-11-30."""
     history = [*tool_loop("t1"), {"role": "user", "content": "And tomorrow?"}]
     backup_server.push_text("Rain.")
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(history)
+    r = failover.Client({"m": mistral(mock_server), "g": openai(backup_server)}).prompt(history)
     assert r.provider == "g" and mock_server.requests == []
     assert "the conversation has one" in (r.attempts[0].skipped or "")
 
@@ -73,8 +68,7 @@ def test_mistral_is_skipped_for_a_final_assistant_message(
     # Mistral's answer to a prefix repeats it; Anthropic's continues it.
     """Found by the new-user trials of 2026-11-30."""
     backup_server.push_text(" Paris.")
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    r = failover.Client({"m": mistral, "g": openai(backup_server)}).prompt(
+    r = failover.Client({"m": mistral(mock_server), "g": openai(backup_server)}).prompt(
         [
             {"role": "user", "content": "Capital of France?"},
             {"role": "assistant", "content": "It is"},
@@ -91,9 +85,8 @@ def test_mistrals_request_id_is_read(mock_server: MockServer) -> None:
         headers={"mistral-correlation-id": "019a-corr-id"},
         json={"object": "error", "message": "bad", "type": "invalid_request_error"},
     )
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
     with pytest.raises(failover.BadRequest) as info:
-        failover.Client({"m": mistral}).prompt("Hi")
+        failover.Client({"m": mistral(mock_server)}).prompt("Hi")
     assert info.value.request_id == "019a-corr-id"
 
 
@@ -101,20 +94,18 @@ def test_mistrals_model_length_is_length(mock_server: MockServer) -> None:
     """Found by the new-user trials of 2026-11-30."""
     message = {"role": "assistant", "content": ""}
     mock_server.push(200, json={"choices": [{"message": message, "finish_reason": "model_length"}]})
-    mistral = failover.Mistral(model="mistral-small-latest", base_url=mock_server.url, api_key=KEY)
-    r = failover.Client({"m": mistral}).prompt("Hi")
+    r = failover.Client({"m": mistral(mock_server)}).prompt("Hi")
     assert (r.text, r.finish_reason) == ("", "length")
 
 
 def test_magistral_streams_blocks_of_thinking_and_text(mock_server: MockServer) -> None:
     """Found by the new-user trials of 2026-11-30."""
-    import json
-
     thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]}
     blocks = [thinking, {"type": "text", "text": "Paris."}]
     chunk = {"choices": [{"index": 0, "delta": {"content": blocks}, "finish_reason": "stop"}]}
-    mock_server.push(sse=[f"data: {json.dumps(chunk)}", "data: [DONE]"])
-    mistral = failover.Mistral(model="magistral-small", base_url=mock_server.url, api_key=KEY)
-    with failover.Client({"m": mistral}).stream("Capital?") as stream:
+    mock_server.push(sse=[oa(chunk), "data: [DONE]"])
+    with failover.Client({"m": mistral(mock_server, "magistral-small")}).stream(
+        "Capital?"
+    ) as stream:
         pieces = [(c.kind, c.text or c.reasoning) for c in stream]
     assert pieces == [("reasoning", "Hmm."), ("text", "Paris.")]

@@ -230,3 +230,16 @@ def test_odd_text_in_urls_is_a_configuration_error(monkeypatch):
         failover.OpenAICompatible(model="m", base_url="https://host\udc80/v1")
     with pytest.raises(failover.ConfigurationError):
         failover.Client({"a": failover.OpenAI(model="m", api_key="k")}, proxy="http://p\udc80:1")
+
+
+def test_bad_configuration_is_a_configuration_error():
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client({})
+    with pytest.raises(failover.ConfigurationError):
+        failover.RetryPolicy(max_retry_after=-1)
+    with pytest.raises(ValueError):
+        failover.Backoff(jitter=2)
+    with pytest.raises(failover.ConfigurationError):
+        failover.Client(
+            {"a": failover.OpenAICompatible(model="m", base_url="http://127.0.0.1:1")}, timeout=0
+        )

@@ -12,18 +12,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, openai
-
-GEMINI_KEY = "AIza-test-do-not-leak-0987654321"
-
-
-def gemini(server: MockServer, **kwargs: Any) -> failover.Gemini:
-    kwargs.setdefault("api_key", GEMINI_KEY)
-    return failover.Gemini(model="gemini-2.5-flash", base_url=server.url, **kwargs)
-
-
-def ollama(server: MockServer, **kwargs: Any) -> failover.Ollama:
-    return failover.Ollama(model="llama3.2", base_url=server.url, **kwargs)
+from conftest import GEMINI_KEY, KEY, gemini, ollama, openai
 
 
 def _gemini_error(code: int, status: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -497,7 +486,6 @@ def embed(face: str, client: failover.Client, texts: Any, **kwargs: Any) -> fail
     return asyncio.run(client.embed_async(texts, **kwargs))
 
 
-@pytest.mark.parametrize("face", ["sync", "async"])
 def test_an_openai_embedding_fails_over_to_gemini(
     mock_server: MockServer, backup_server: MockServer, face: str
 ) -> None:

@@ -1,7 +1,10 @@
-"""The public API: every public signature resolves under typing.get_type_hints."""
+"""The public API: `__all__` complete and sorted, public names reporting the package, every
+public signature resolving under typing.get_type_hints, and a cheap `import failover`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -44,3 +47,45 @@ def test_the_signature_check_covers_the_client_and_retry_after():
     for target in (failover.Client.__init__, failover.Client.prompt, failover.retry_after):
         assert target in covered
     assert "return" in typing.get_type_hints(failover.Client.prompt)
+
+
+def test_import_failover_stays_cheap():
+    # Measured by bench/, guarded here by what it must not pull in. typing is
+    # allowed: public signatures resolve under typing.get_type_hints().
+    code = "import sys, failover; print(' '.join(sorted(sys.modules)))"
+    loaded = set(subprocess.check_output([sys.executable, "-c", code], text=True).split())
+    heavy = {"logging", "dataclasses", "inspect", "json", "asyncio", "urllib.parse", "ipaddress"}
+    assert not heavy & loaded, heavy & loaded
+
+
+def test_all_lists_every_public_name_sorted_as_ruff_sorts_it():
+    import ast
+    import pathlib
+
+    source = pathlib.Path(failover.__file__).read_text()
+    imported = {
+        alias.asname or alias.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported == set(failover.__all__)
+
+    # ruff's RUF022 order: SCREAMING_CASE, then CamelCase, then the rest.
+    def order(name: str) -> tuple[int, str]:
+        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+    assert failover.__all__ == sorted(failover.__all__, key=order)
+
+
+def test_public_names_report_the_package_and_still_pickle_and_resolve():
+    import pickle
+
+    for name in failover.__all__:
+        value = getattr(failover, name)
+        if callable(value):
+            assert value.__module__ == "failover", name
+            assert pickle.loads(pickle.dumps(value)) is value, name
+        if isinstance(value, type):
+            typing.get_type_hints(value)  # resolved where they were written
+    assert repr(failover.RateLimited) == "<class 'failover.RateLimited'>"

@@ -10,10 +10,7 @@ import pytest
 import failover
 from failover.testing import MockServer
 
-from conftest import (
-    clear_proxy_variables,
-    openai,
-)
+from conftest import KEY, anthropic, clear_proxy_variables, openai
 
 
 def test_a_gateways_auth_header_is_redacted(mock_server: MockServer) -> None:
@@ -281,3 +278,55 @@ def test_a_request_id_that_echoes_the_key_is_redacted(mock_server):
     with pytest.raises(failover.AuthenticationError) as info:
         failover.Client({"p": provider}).prompt("Hi")
     assert info.value.request_id == "req <redacted>"
+
+
+def test_a_key_is_never_sent_over_plain_http_to_a_remote_host():
+    # Refused when given, before there is a client.
+    with pytest.raises(failover.ConfigurationError, match="allow_insecure") as info:
+        failover.OpenAICompatible(model="m", base_url="http://llm.example.com/v1", api_key=KEY)
+    assert KEY not in str(info.value)
+    allowed = failover.OpenAICompatible(
+        model="m", base_url="http://llm.example.com/v1", api_key=KEY, allow_insecure=True
+    )
+    failover.Client({"r": allowed})
+    # Loopback is fine, and so is a keyless server.
+    failover.Client({"l": failover.OpenAICompatible(model="m", base_url="http://[::1]:8000")})
+
+
+def test_keys_never_leak_into_reprs_errors_events_or_logs(mock_server, caplog):
+    echo = {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
+    mock_server.push(401, json=echo)
+    events: list[object] = []
+    provider = anthropic(mock_server)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+
+    texts = [repr(provider), repr(client), str(info.value), repr(info.value), info.value.body]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    assert caplog.records, "the failure is logged"
+    for text in texts:
+        assert KEY not in (text or ""), text
+
+
+def test_an_echo_of_the_key_cut_short_is_redacted_too(mock_server, caplog):
+    key = "sk-proj-cut-short-echo-0123456789x"  # 34 characters
+    echo = {"error": {"message": f"Incorrect API key provided: {key[:30]}", "code": "bad_key"}}
+    mock_server.push(401, json=echo)
+    events: list[object] = []
+    provider = failover.OpenAICompatible(model="m", base_url=mock_server.url, api_key=key)
+    client = failover.Client({"c": provider}, on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+
+    texts = [str(info.value), repr(info.value), info.value.body]
+    texts += [repr(e) for e in events] + [r.getMessage() for r in caplog.records]
+    assert [type(e).__name__ for e in events] == ["CallFailed"]
+    assert "Incorrect API key provided: <redacted>" in str(info.value)
+    for text in texts:
+        # No run of 16 or more of the key's leading characters is left.
+        assert key[:16] not in (text or ""), text

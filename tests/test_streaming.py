@@ -15,43 +15,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import (
-    KEY,
-    ant,
-    anthropic,
-    openai,
-)
-
-
-@pytest.fixture(params=["sync", "async"])
-def face(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def collect(
-    face: str, client: failover.Client, prompt: Any = "Hi", **kwargs: Any
-) -> tuple[list[failover.Chunk], failover.Response]:
-    """Every chunk of a stream, and its response, through either face."""
-    if face == "sync":
-        with client.stream(prompt, **kwargs) as stream:
-            chunks = list(stream)
-        return chunks, stream.response
-
-    async def run() -> tuple[list[failover.Chunk], failover.Response]:
-        async with client.stream_async(prompt, **kwargs) as stream:
-            chunks = [c async for c in stream]
-        return chunks, stream.response
-
-    return asyncio.run(run())
-
-
-def oa(data: Any) -> str:
-    return "data: " + json.dumps(data, ensure_ascii=False)
-
-
-def oa_text(text: str, **extra: Any) -> str:
-    return oa({"model": "gpt-4.1", "choices": [{"index": 0, "delta": {"content": text}}], **extra})
-
+from conftest import KEY, ant, anthropic, collect, gemini, oa, oa_text, ollama, openai
 
 OA_STOP = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
 OA_USAGE = oa({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
@@ -231,13 +195,7 @@ def test_gemini_sse_with_crlf_separators(mock_server: MockServer, face: str) -> 
             ),
         ]
     )
-    client = failover.Client(
-        {
-            "g": failover.Gemini(
-                "gemini-2.5-flash", api_key="AIza-stream-test-123", base_url=mock_server.url
-            )
-        }
-    )
+    client = failover.Client({"g": gemini(mock_server)})
     chunks, r = collect(face, client)
     assert texts(chunks) == "Bonjour" == r.text
     assert (r.finish_reason, r.usage.input_tokens, r.usage.output_tokens) == ("stop", 4, 9)
@@ -261,7 +219,7 @@ def test_ollama_ndjson_with_a_line_split_across_reads(mock_server: MockServer, f
     mock_server.push(
         chunks=[raw[:20], raw[20:70], raw[70:]], headers={"content-type": "application/x-ndjson"}
     )
-    client = failover.Client({"local": failover.Ollama("llama3.2", base_url=mock_server.url)})
+    client = failover.Client({"local": ollama(mock_server)})
     chunks, r = collect(face, client)
     assert texts(chunks) == "Ciao"
     assert (r.finish_reason, r.usage.input_tokens, r.usage.output_tokens) == ("stop", 8, 2)
@@ -689,11 +647,7 @@ def test_gemini_resource_exhausted_in_a_stream_waits_its_retry_delay(
     )
     sleeper = FakeSleeper()
     client = failover.Client(
-        {
-            "g": failover.Gemini(
-                "gemini-2.5-flash", api_key="AIza-test-12345678", base_url=mock_server.url
-            )
-        },
+        {"g": gemini(mock_server)},
         sleeper=sleeper,
     )
     _chunks, r = collect("sync", client)
@@ -900,8 +854,7 @@ def test_a_stream_no_provider_can_serve_fails_when_made(mock_server: MockServer)
     # An image by link: Ollama takes images as data: URLs only.
     """Found by the new-user trials of 2026-11-30."""
     image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png"}}
-    ollama = failover.Ollama(model="llama3.2", base_url=mock_server.url)
-    client = failover.Client({"o": ollama})
+    client = failover.Client({"o": ollama(mock_server)})
     messages = [{"role": "user", "content": [image]}]
     with pytest.raises(failover.ConfigurationError, match="no provider can serve") as info:
         client.stream(messages)

@@ -294,3 +294,42 @@ def test_accept_encoding_is_the_transports_to_set():
     """Found by the second trial of the first slice."""
     with pytest.raises(failover.ConfigurationError, match="transport"):
         failover.OpenAI(model="m", api_key="k", headers={"Accept-Encoding": "gzip"})
+
+
+def test_timeout_raises_provider_timeout(mock_server, call):
+    mock_server.push(fault="hang")
+    client = failover.Client(
+        {"a": openai(mock_server)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+        sleeper=FakeSleeper(),
+    )
+    with pytest.raises(failover.ProviderTimeout) as info:
+        call(client, timeout=0.2)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.attempts[0].kind == "timeout"
+
+
+def test_a_reset_connection_is_retried_once_then_fails_over(mock_server, backup_server, call):
+    mock_server.push(fault="reset")
+    mock_server.push(fault="reset")
+    backup_server.push_text("ok")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)}, sleeper=sleeper
+    )
+    r = call(client)
+    assert r.provider == "b"
+    assert [a.kind for a in r.attempts] == ["connection", "connection", None]
+    assert len(sleeper.sleeps) == 1
+
+
+def test_refused_connection_is_a_connection_error(call):
+    with MockServer() as server:
+        url = server.url
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=url)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    with pytest.raises(failover.ProviderConnectionError) as info:
+        call(client)
+    assert not isinstance(info.value, failover.ProviderTimeout)
