@@ -7,7 +7,7 @@ threads, and is checked once, when it is made.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from . import _native
 from ._checks import count, number, seconds
@@ -162,9 +162,10 @@ class RetryPolicy(Record):
     """The longest cooldown after failures with no usable hint, in seconds."""
     max_hinted_cooldown: float
     """The longest cooldown for a wait the provider asked for, in seconds."""
-    _preset: str
-    _max_interval: Optional[float]
-    _native_policy: _native.NativePolicy
+    if TYPE_CHECKING:  # declared for mypy only: the public fields are what type hints list
+        _preset: str
+        _max_interval: Optional[float]
+        _native_policy: _native.NativePolicy
 
     def __init__(
         self,
