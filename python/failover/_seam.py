@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._native import NativePolicy
-    from ._providers import Provider
 
 
 class ProviderSpec:
@@ -45,7 +44,9 @@ class ProviderSpec:
     )
     __slots__ = (*COPIED, "name", "api_key", "headers", "entra_token")
 
-    def __init__(self, provider: Provider, name: str, api_key: Any) -> None:
+    def __init__(self, provider: Any, name: str, api_key: Any) -> None:
+        # provider: a failover.Provider, read by attribute only (the seam sits
+        # below _providers and does not import it back).
         for field in self.COPIED:
             setattr(self, field, getattr(provider, field))
         self.name = name
