@@ -48,7 +48,7 @@ impl WireFormat for Messages {
     }
 
     fn dropped_hints(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
-        refused_with_thinking(request, provider.params.as_ref())
+        unsent_sampling_hints(request, provider.params.as_ref())
     }
 
     fn key_header(&self, _entra_token: bool) -> &'static str {
@@ -361,28 +361,40 @@ fn thinking_takes(hint: &str, value: f64) -> bool {
     }
 }
 
-/// The call's hints thinking keeps from Anthropic, said for the DEBUG log
-/// (`None` when it drops none).
-fn refused_with_thinking(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
-    if thinking(params, request) != Thinking::On {
-        return None;
+/// The call's sampling hints Anthropic is not sent, and why, said for the
+/// DEBUG log (`None` when all go): those thinking refuses, and a `top_p`
+/// left out beside a `temperature` ([`sampling_hints`]).
+fn unsent_sampling_hints(request: &ChatRequest, params: Option<&Value>) -> Option<String> {
+    let thinking = thinking(params, request);
+    let sent = sampling_hints(request, thinking);
+    let mut notes = Vec::new();
+    if thinking == Thinking::On {
+        let refused: Vec<String> = [
+            ("temperature", request.temperature),
+            ("top_p", request.top_p),
+        ]
+        .into_iter()
+        .filter_map(|(hint, value)| Some((hint, value?)))
+        .filter(|&(hint, value)| !thinking_takes(hint, value))
+        .map(|(hint, value)| format!("{hint}={value}"))
+        .collect();
+        if !refused.is_empty() {
+            notes.push(format!(
+                "{} not sent: Anthropic takes only temperature=1 and top_p from 0.95 to 1 \
+                 while thinking is on (its params)",
+                refused.join(" and ")
+            ));
+        }
     }
-    let dropped: Vec<String> = [
-        ("temperature", request.temperature),
-        ("top_p", request.top_p),
-    ]
-    .into_iter()
-    .filter_map(|(hint, value)| Some((hint, value?)))
-    .filter(|&(hint, value)| !thinking_takes(hint, value))
-    .map(|(hint, value)| format!("{hint}={value}"))
-    .collect();
-    (!dropped.is_empty()).then(|| {
-        format!(
-            "{} not sent: Anthropic takes only temperature=1 and top_p from 0.95 to 1 \
-             while thinking is on (its params)",
-            dropped.join(" and ")
-        )
-    })
+    if let (Some(top_p), Some(_)) = (request.top_p, sent.temperature) {
+        if thinking != Thinking::On || thinking_takes("top_p", top_p) {
+            notes.push(format!(
+                "top_p={top_p} not sent: newer Claude models refuse temperature and top_p \
+                 together, and temperature is sent"
+            ));
+        }
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// Whether the conversation ends in an assistant turn Anthropic is to
@@ -751,6 +763,24 @@ mod tests {
         }
         let ((t, p), note) = sent("disabled", Some(0.2), None);
         assert_eq!((t, p, note), (Some(json!(0.2)), None, None));
+        let ((t, p), note) = sent("disabled", Some(0.2), Some(0.9));
+        assert_eq!(
+            (t, p),
+            (Some(json!(0.2)), None),
+            "top_p never goes beside temperature"
+        );
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "p: top_p=0.9 not sent: newer Claude models refuse temperature and top_p \
+                 together, and temperature is sent"
+            )
+        );
+        let ((t, p), note) = sent("enabled", Some(1.0), Some(0.97));
+        assert_eq!((t, p), (Some(json!(1.0)), None));
+        assert!(note
+            .unwrap()
+            .starts_with("p: top_p=0.97 not sent: newer Claude"));
 
         let mut p = provider(Wire::Anthropic);
         p.params = Some(json!({"thinking": {"type": "adaptive"}}));
