@@ -8,6 +8,7 @@ use pyo3_async_runtimes::TaskLocals;
 
 use super::convert::provider_error;
 use super::runtime::Interrupt;
+use crate::call::{CallEvents, Plan};
 use crate::engine::Event;
 use crate::providers::ProviderConfig;
 
@@ -150,5 +151,20 @@ impl EventTarget {
             Ok(()) => self.send(py, "CallFailed", fields.into_any()),
             Err(e) => e.write_unraisable(py, None),
         }
+    }
+}
+
+/// The engine's events, notes and notices, handed to Python.
+impl CallEvents for EventTarget {
+    fn engine(&self, event: &Event, plan: &Plan) {
+        Python::attach(|py| self.send_engine_event(py, event, &plan.configs()));
+    }
+
+    fn debug(&self, call_id: &str, text: &str) {
+        Python::attach(|py| self.send_debug(py, call_id, text));
+    }
+
+    fn notice(&self, text: &str) {
+        Python::attach(|py| self.send_notice(py, text));
     }
 }
