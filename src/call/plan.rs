@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{Client, Reservation, StateKey};
+use super::client::{Client, Reservation};
+use super::state_key::StateKey;
 use crate::engine::{self, CallFailure, ProviderSlot};
 use crate::providers::{self, Job, ProviderConfig};
 
@@ -141,17 +142,12 @@ impl Plan {
                 continue;
             };
             let end = (start + group.len()).min(self.members.len());
-            let busy = &self.client.busy;
-            let n = end - start;
-            let turn = busy.next_turn(n);
-            let ranks: Vec<(u64, usize)> = self.members[start..end]
+            let members: Vec<usize> = self.members[start..end]
                 .iter()
-                .enumerate()
-                .map(|(pos, m)| {
-                    let load = busy.load(&*self.client.state, m.provider);
-                    (load, (pos + n - turn) % n)
-                })
+                .map(|m| m.provider)
                 .collect();
+            let ranks = self.client.least_busy_ranks(&members);
+            let n = members.len();
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_unstable_by_key(|&pos| ranks[pos]);
             let mut pool: Vec<Option<Member>> = self.members.drain(start..end).map(Some).collect();

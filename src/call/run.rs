@@ -3,11 +3,42 @@
 //! retry-count headers added per attempt, the interrupt raced.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use super::{Call, KeyAsk, KeySource, NoKey, Plan};
-use crate::engine::{self, CallFailure, CallSpec, Clock, Event, Resume, Success};
+use super::client::Reservation;
+use super::interrupt::Interrupted;
+use super::keys::{KeyAsk, KeySource, NoKey};
+use super::plan::Plan;
+use crate::engine::{self, CallFailure, CallSpec, Clock, Event, Resume, RetryPolicy, Success};
 use crate::http::HttpRequest;
-use crate::providers::{self, Reply};
+use crate::http::ReqwestTransport;
+use crate::providers::{self, Job, Reply};
+
+/// One call, resolved by its face: what it asks, of whom, within what.
+pub struct Call<C, E> {
+    pub call_id: String,
+    pub job: Job,
+    /// The chain as this call uses it (made once, ordered, reserved).
+    pub plan: Plan,
+    pub policy: RetryPolicy,
+    /// The longest one attempt may take (and a stream's idle wait).
+    pub timeout: Duration,
+    pub deadline: Option<Duration>,
+    pub transport: ReqwestTransport,
+    pub clock: C,
+    /// The caller's idempotency key, sent to every provider.
+    pub idempotency_key: Option<String>,
+    /// Resolves when code the call runs (a sleeper, a hook, a key source)
+    /// ends it.
+    pub interrupted: Interrupted<E>,
+    /// The pool members this call counts as busy at, while it lives.
+    pub reservations: Vec<Reservation>,
+}
+
+/// A new call's id: 16 hex digits.
+pub fn new_call_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
 
 /// What one run of the engine ends in, when nothing ended the call first.
 pub type Outcome = Result<Success<Reply>, CallFailure>;

@@ -5,7 +5,8 @@
 
 use std::time::Instant;
 
-use super::{Call, CallEvents, KeySource, Outcome};
+use super::keys::KeySource;
+use super::run::{Call, CallEvents, Outcome};
 use crate::engine::{AttemptRecord, CallFailure, Clock, Failure, Resume};
 use crate::providers::streaming::LiveStream;
 use crate::providers::{ChatResponse, Reply};

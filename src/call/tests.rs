@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
+use crate::engine::RetryPolicy;
 use crate::engine::{Event, LocalState, ManualClock};
 use crate::http::{ReqwestTransport, TransportOptions};
 use crate::providers::{ChatRequest, EmbedRequest, Wire};
+use crate::providers::{Job, ProviderConfig};
 use crate::stream::Chunk;
 use crate::testing::{Fault, MockServer, ScriptedResponse};
 
