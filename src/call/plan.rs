@@ -40,11 +40,12 @@ impl Plan {
                     model: model.to_string(),
                     ..config.clone()
                 });
+                let unable = providers::unable_for(own_model.as_ref().unwrap_or(config), job);
                 Member {
                     provider,
                     own_model,
                     state_key: StateKey::of(config, job).render(),
-                    unable: providers::unable_for(config, job),
+                    unable,
                 }
             })
             .collect();
