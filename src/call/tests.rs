@@ -521,3 +521,131 @@ async fn a_failed_restart_keeps_every_attempt_and_the_restarts_failure() {
         .collect();
     assert_eq!(counts, [Some("0".to_string()), Some("1".to_string())]);
 }
+
+/// A shared state whose first read never ends (a fleet store that does not
+/// answer) and that has a notice for the caller: in process otherwise.
+#[derive(Debug, Default)]
+struct Unanswering {
+    local: LocalState,
+    noticed: Mutex<bool>,
+}
+
+impl crate::engine::EngineState for Unanswering {
+    fn cooling(&self, key: &str, now: std::time::SystemTime) -> Option<crate::engine::Cooling> {
+        self.local.cooling(key, now)
+    }
+    fn cool(&self, key: &str, now: std::time::SystemTime, until: std::time::SystemTime, why: &str) {
+        self.local.cool(key, now, until, why)
+    }
+    fn failures_in_a_row(&self, key: &str) -> u32 {
+        self.local.failures_in_a_row(key)
+    }
+    fn epoch(&self) -> u64 {
+        self.local.epoch()
+    }
+    fn recover(&self, key: &str, sent: u64) {
+        self.local.recover(key, sent)
+    }
+    fn note_call(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        budget: &crate::engine::RetryBudget,
+    ) {
+        self.local.note_call(key, now, budget)
+    }
+    fn spend_retry(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        budget: &crate::engine::RetryBudget,
+        within: Option<Duration>,
+    ) -> bool {
+        self.local.spend_retry(key, now, budget, within)
+    }
+    fn half_open(&self, key: &str, now: std::time::SystemTime) -> Option<crate::engine::Cooling> {
+        self.local.half_open(key, now)
+    }
+    fn take_probe(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        lease: Duration,
+        within: Option<Duration>,
+    ) -> Option<u64> {
+        self.local.take_probe(key, now, lease, within)
+    }
+    fn probed(&self, key: &str, now: std::time::SystemTime) -> bool {
+        self.local.probed(key, now)
+    }
+    fn keep_probe(&self, key: &str, token: u64, now: std::time::SystemTime, lease: Duration) {
+        self.local.keep_probe(key, token, now, lease)
+    }
+    fn release_probe(&self, key: &str, token: u64) {
+        self.local.release_probe(key, token)
+    }
+}
+
+impl crate::engine::FleetState for Unanswering {
+    fn cooldowns(&self, now: std::time::SystemTime) -> Vec<(String, Duration)> {
+        self.local.cooldowns(now)
+    }
+    fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::pending())
+    }
+    fn take_notice(&self) -> Option<String> {
+        let mut noticed = self.noticed.lock().unwrap();
+        (!std::mem::replace(&mut *noticed, true)).then(|| "the store is away".to_string())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_state_that_does_not_settle_is_waited_for_half_the_deadline_then_its_notice_is_told() {
+    let mut none = provider("n", "http://127.0.0.1:9/v1");
+    none.embeds = false;
+    let state = Arc::new(Unanswering::default());
+    let client = Arc::new(Client::new(vec![none], Vec::new(), state));
+    // Nobody can serve it: nothing is sent, the run ends at once after the settle.
+    let mut call = call(&client, Job::Embed(EmbedRequest::default()), &[0]);
+    call.deadline = Some(Duration::from_secs(4));
+    let events = Recorded::default();
+    let began = tokio::time::Instant::now();
+    let failure = call
+        .run(&FixedKeys, &events, None)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(began.elapsed(), Duration::from_secs(2));
+    assert_eq!(failure.error, crate::engine::CallError::Unserved);
+    assert_eq!(*events.0.lock().unwrap(), ["notice the store is away"]);
+}
+
+#[tokio::test]
+async fn a_hint_a_provider_is_not_sent_is_noted_for_the_debug_log_before_the_run() {
+    let server = server();
+    let mut config = provider("claude", &format!("{}/v1", server.url()));
+    config.wire = Wire::Anthropic;
+    config.params =
+        Some(serde_json::json!({"thinking": {"type": "enabled", "budget_tokens": 1024}}));
+    let client = client(vec![config]);
+    let mut bad = ScriptedResponse::new(400);
+    bad.body = br#"{"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}"#
+        .to_vec();
+    server.push(bad).unwrap();
+    let mut request = chat(None);
+    request.temperature = Some(0.5);
+    request.max_tokens = Some(4096);
+    let mut call = call(&client, Job::Chat(request), &[0]);
+    let events = Recorded::default();
+    call.run(&FixedKeys, &events, None)
+        .await
+        .unwrap()
+        .unwrap_err();
+    let events = events.0.lock().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with("debug claude: temperature=0.5 not sent: "),
+        "{events:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
