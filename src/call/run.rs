@@ -1,6 +1,7 @@
-//! The one place the engine is run: a call's state settled first, each
-//! provider's request built once per run, its key, idempotency and
-//! retry-count headers added per attempt, the interrupt raced.
+//! One call ([`Call`]) and the one place the engine is run ([`Call::run`]):
+//! the call's state settled first, each provider's request built once per
+//! run, its key, idempotency and retry-count headers added per attempt, the
+//! interrupt raced.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -10,8 +11,7 @@ use super::interrupt::Interrupted;
 use super::keys::{KeyAsk, KeySource, NoKey};
 use super::plan::Plan;
 use crate::engine::{self, CallFailure, CallSpec, Clock, Event, Resume, RetryPolicy, Success};
-use crate::http::HttpRequest;
-use crate::http::ReqwestTransport;
+use crate::http::{HttpRequest, ReqwestTransport};
 use crate::providers::{self, Job, Reply};
 
 /// One call, resolved by its face: what it asks, of whom, within what.

@@ -200,28 +200,35 @@ fn least_busy_orders_by_calls_in_flight_and_a_reservation_ends_with_its_call() {
     let job = Job::Chat(chat(None));
     let order = |plan: &Plan| -> Vec<usize> { (0..plan.len()).map(|i| plan.provider(i)).collect() };
     let pool = vec![vec![0, 1]];
-    // The first call takes the pool's first member, in rotation's first turn.
-    let mut first = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
-    let held = first.order_least_busy(&pool);
-    assert_eq!(order(&first), [0, 1, 2]);
-    // While it lives, the next call goes to the idle member, though the
-    // rotation's turn would put the busy one first...
-    let mut second = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
-    let also_held = second.order_least_busy(&pool);
-    assert_eq!(order(&second), [1, 0, 2]);
-    drop(held);
-    drop(also_held);
-    // ...and once both ended, rotation alone decides (turn 2 of 2: the first).
-    let mut third = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
-    let _third = third.order_least_busy(&pool);
-    assert_eq!(order(&third), [0, 1, 2]);
-    // A member still busy goes last whatever the turn.
-    let mut fourth = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
-    let _fourth = fourth.order_least_busy(&pool);
-    assert_eq!(order(&fourth), [1, 0, 2]);
+    let ordered = || {
+        let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
+        let reservations = plan.order_least_busy(&pool);
+        assert_eq!(reservations.len(), 1);
+        (order(&plan), reservations, plan)
+    };
+    // Nobody busy: the rotation's turn decides (turn 0 of 2: the first).
+    let (first, a, _) = ordered();
+    assert_eq!(first, [0, 1, 2]);
+    // Turn 1 puts the second first (and it is idle).
+    let (second, b, _) = ordered();
+    assert_eq!(second, [1, 0, 2]);
+    drop(b);
+    // Turn 0 would put the first first, but a call is still busy there and
+    // none at the second any more: the second.
+    let (third, c, plan) = ordered();
+    assert_eq!(third, [1, 0, 2]);
     // Each member carries its own state key and config through the reorder.
-    assert_eq!(fourth.state_key(0), "b|m-1");
-    assert_eq!(fourth.config(0).name, "b");
+    assert_eq!(plan.state_key(0), "b|m-1");
+    assert_eq!(plan.config(0).name, "b");
+    assert_eq!(plan.state_key(1), "a|m-1");
+    drop(a);
+    // Turn 1 would put the second first, but the third call is still busy
+    // there: the first (whose call has ended).
+    assert_eq!(ordered().0, [0, 1, 2]);
+    drop(c);
+    // Every call ended: the rotation alone again (turn 0, then turn 1).
+    assert_eq!(ordered().0, [0, 1, 2]);
+    assert_eq!(ordered().0, [1, 0, 2]);
 }
 
 #[test]
