@@ -656,3 +656,52 @@ async fn a_hint_a_provider_is_not_sent_is_noted_for_the_debug_log_before_the_run
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[test]
+fn a_key_sources_error_is_the_cause_of_the_failure_at_its_provider_only() {
+    use crate::engine::{CallError, CallFailure, ErrorKind, Failure, ProviderFailure};
+    let errors = KeyErrors::<&str>::default();
+    errors.set(1, Some("token service down"));
+    let at = |provider| CallFailure {
+        error: CallError::Provider(ProviderFailure {
+            provider,
+            failure: Failure::without_response(ErrorKind::Auth, "no key".to_string()),
+            retry_after: None,
+        }),
+        attempts: Vec::new(),
+        reason: String::new(),
+    };
+    assert_eq!(errors.cause_of(&at(1), |e| *e), Some("token service down"));
+    assert_eq!(errors.cause_of(&at(0), |e| *e), None);
+    let deadline = CallFailure {
+        error: CallError::Deadline {
+            deadline: Duration::from_secs(1),
+            last: match at(1).error {
+                CallError::Provider(failed) => Some(failed),
+                _ => None,
+            },
+        },
+        ..at(1)
+    };
+    assert_eq!(
+        errors.cause_of(&deadline, |e| *e),
+        Some("token service down")
+    );
+    // A key given since: nothing to blame.
+    errors.set(1, None);
+    assert_eq!(errors.cause_of(&at(1), |e| *e), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_is_taken_once_and_nothing_ends_a_call_whose_interrupters_are_gone() {
+    let (interrupter, mut interrupted) = interrupt::<&str>();
+    interrupter.clone().raise("first");
+    interrupter.raise("second");
+    assert_eq!(interrupted.ended().await, "first");
+    assert_eq!(interrupted.take(), None);
+    let (interrupter, mut interrupted) = interrupt::<&str>();
+    drop(interrupter);
+    let waited = tokio::time::timeout(Duration::from_secs(60), interrupted.ended()).await;
+    assert!(waited.is_err(), "never ends");
+    assert_eq!(interrupted.take(), None);
+}

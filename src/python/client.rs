@@ -319,9 +319,10 @@ impl NativeClient {
             temperature: args.temperature,
             model: text_arg("model", args.model.as_ref())?,
         };
-        let job = match stream {
-            true => Job::Stream(request),
-            false => Job::Chat(request),
+        let job = if stream {
+            Job::Stream(request)
+        } else {
+            Job::Chat(request)
         };
         let mut plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         let reservations = match &args.least_busy {
