@@ -39,7 +39,7 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, watch};
 
-use crate::engine::{Cooling, LocalState, RetryBudget, SharedState};
+use crate::engine::{Cooling, EngineState, FleetState, LocalState, RetryBudget};
 
 /// Sets a cooldown: its key's expiry extended to `ARGV[1]` ms (never
 /// shortened), its entry in the index, and a word to the fleet.
@@ -583,7 +583,7 @@ enum Asked<T> {
     NoTimeToSpare,
 }
 
-impl SharedState for RedisState {
+impl EngineState for RedisState {
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling> {
         self.mirror.cooling(key, now)
     }
@@ -684,10 +684,6 @@ impl SharedState for RedisState {
         }
     }
 
-    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
-        self.mirror.cooldowns(now)
-    }
-
     fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling> {
         self.mirror.half_open(key, now)
     }
@@ -759,6 +755,12 @@ impl SharedState for RedisState {
             key: key.to_string(),
             holder: self.holder(token),
         });
+    }
+}
+
+impl FleetState for RedisState {
+    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
+        self.mirror.cooldowns(now)
     }
 
     fn settle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -4,6 +4,7 @@
 //! to the wire; [`testing`] is the scripted test server; `python` holds the pyo3
 //! bindings, compiled only with the `python` feature that maturin enables.
 
+pub mod call;
 pub mod conversation;
 pub mod engine;
 pub mod fleet;

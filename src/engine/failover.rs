@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
-use super::state::{Cooling, SharedState};
+use super::state::{Cooling, EngineState};
 
 /// A provider taking part in one call: what the engine needs of it.
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +37,7 @@ pub struct CallSpec<'a> {
     /// first read), counted against the deadline.
     pub spent: Duration,
     /// What calls share (cooldowns, the retry budget); `None`: nothing.
-    pub state: Option<&'a dyn SharedState>,
+    pub state: Option<&'a dyn EngineState>,
 }
 
 /// The bounds of one attempt, as the engine hands them to it.
@@ -139,7 +139,7 @@ impl Passed {
 /// back however the call leaves the provider (an answer, a failure, a
 /// cancelled or dropped call), after the outcome is recorded.
 struct Probe<'a> {
-    state: &'a dyn SharedState,
+    state: &'a dyn EngineState,
     key: &'a str,
     token: u64,
 }
@@ -510,7 +510,7 @@ where
             let Verdict { decision, reason } = spec.policy.decide_explained(&situation, unit());
             // The budget's round trip comes before the wait: it may take part
             // of what the wait leaves.
-            let within_budget = |state: &dyn SharedState, budget, wait: Duration| {
+            let within_budget = |state: &dyn EngineState, budget, wait: Duration| {
                 let within = super::state::spare(remaining(clock).map(|l| l.saturating_sub(wait)));
                 state.spend_retry(slot.state_key, clock.wall(), budget, within)
             };
@@ -622,6 +622,7 @@ mod tests {
     use super::*;
     use crate::engine::clock::ManualClock;
     use crate::engine::policy::Backoff;
+    use crate::engine::state::FleetState;
     use std::collections::VecDeque;
     use std::sync::Mutex;
     use ErrorKind::*;

@@ -17,4 +17,4 @@ pub use failover::{
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};
-pub use state::{Cooling, LocalState, RetryBudget, SharedState};
+pub use state::{Cooling, EngineState, FleetState, LocalState, RetryBudget, SharedState};

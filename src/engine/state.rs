@@ -54,9 +54,9 @@ pub struct Cooling {
     pub reason: String,
 }
 
-/// The state calls share. Keys name a provider, model and call kind
-/// (`name`, `name/model`, `name:embeddings`).
-pub trait SharedState: Send + Sync + std::fmt::Debug {
+/// What the engine asks of the state calls share, during a call. Keys name
+/// a provider, model and call kind (`call::StateKey` renders them).
+pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// The cooldown `key` is in at `now`, if any.
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling>;
     /// Cools `key` from `now` until `until` (a later cooldown already set
@@ -86,8 +86,6 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
         budget: &RetryBudget,
         within: Option<Duration>,
     ) -> bool;
-    /// Every cooldown still running at `now`, by key.
-    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
     /// The cooldown of `key` that has ended by `now` with no success since
     /// (the circuit is half-open: one call at a time probes it), if any.
     fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling>;
@@ -95,7 +93,7 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// (a call that never gives it back does not hold it for ever): a token
     /// to give back, or `None` while another call holds it (with a
     /// fleet-wide store, a call anywhere in the fleet). `within` as for
-    /// [`SharedState::spend_retry`].
+    /// [`EngineState::spend_retry`].
     fn take_probe(
         &self,
         key: &str,
@@ -111,6 +109,14 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// Gives the probe `token` of `key` back (a probe taken since by
     /// another call, after the lease ran out, is left alone).
     fn release_probe(&self, key: &str, token: u64);
+}
+
+/// What a client and its pools ask of the state calls share, around the
+/// engine's run: a fleet-wide store's first read and notices, the
+/// cooldowns shown to the caller, the calls busy at each pool member.
+pub trait FleetState: Send + Sync {
+    /// Every cooldown still running at `now`, by key.
+    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
     /// Waits (briefly) until the state is current, before a call reads it:
     /// a fleet-wide store's first read. In process: at once.
     fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
@@ -127,6 +133,19 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     /// count); in process, none.
     fn busy_elsewhere(&self, _key: &str) -> u64 {
         0
+    }
+}
+
+/// The state calls share: what the engine asks and what the client asks.
+/// Every type that is both is one.
+pub trait SharedState: EngineState + FleetState {
+    /// The part the engine reads, for [`crate::engine::CallSpec::state`].
+    fn engine(&self) -> &dyn EngineState;
+}
+
+impl<T: EngineState + FleetState> SharedState for T {
+    fn engine(&self) -> &dyn EngineState {
+        self
     }
 }
 
@@ -185,7 +204,7 @@ fn prune(times: &mut VecDeque<SystemTime>, now: SystemTime, window: Duration) {
     }
 }
 
-impl SharedState for LocalState {
+impl EngineState for LocalState {
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.get(key)?.cooling.clone().filter(|c| c.until > now)
@@ -257,22 +276,6 @@ impl SharedState for LocalState {
         })
     }
 
-    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(String, Duration)> = entries
-            .iter()
-            .filter_map(|(key, entry)| {
-                let left = entry.cooling.as_ref()?.until.duration_since(now).ok()?;
-                // Whole microseconds: a jittered virtual sleep leaves
-                // nanoseconds of float rounding that no one asked for.
-                let left = Duration::from_micros((left.as_nanos() as f64 / 1e3).round() as u64);
-                (!left.is_zero()).then(|| (key.clone(), left))
-            })
-            .collect();
-        out.sort();
-        out
-    }
-
     fn half_open(&self, key: &str, now: SystemTime) -> Option<Cooling> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.get(key)?.cooling.clone().filter(|c| c.until <= now)
@@ -322,6 +325,24 @@ impl SharedState for LocalState {
                 entry.probe = None;
             }
         });
+    }
+}
+
+impl FleetState for LocalState {
+    fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(String, Duration)> = entries
+            .iter()
+            .filter_map(|(key, entry)| {
+                let left = entry.cooling.as_ref()?.until.duration_since(now).ok()?;
+                // Whole microseconds: a jittered virtual sleep leaves
+                // nanoseconds of float rounding that no one asked for.
+                let left = Duration::from_micros((left.as_nanos() as f64 / 1e3).round() as u64);
+                (!left.is_zero()).then(|| (key.clone(), left))
+            })
+            .collect();
+        out.sort();
+        out
     }
 }
 

@@ -1,16 +1,14 @@
-//! One call's machinery, shared by `NativeClient` (prompt, embed) and
-//! `NativeStream`: what a client holds (`Inner`), one call (`Call`), and the
-//! one place the engine is run (`run_engine`), with what an attempt needs
-//! around it (keys from callables, idempotency headers, requests in flight).
+//! One call's Python half, shared by `NativeClient` (prompt, embed) and
+//! `NativeStream`: what a client holds (`Inner`), one call (`Call`: the
+//! core call and its `Face`), key callables behind the core's `KeySource`,
+//! and a failed call's exception.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use tokio::sync::oneshot;
 
 use super::clock::CallClock;
 use super::convert::call_error;
@@ -18,11 +16,10 @@ use super::errors::{configuration_error, internal_error};
 use super::events::EventTarget;
 use super::runtime::{runtime, Interrupt};
 use super::seam::{attempts_list, EmbeddingsData, ResponseData};
-use crate::engine::{
-    self, CallSpec, ErrorKind, Event, Failure, ProviderSlot, RetryPolicy, SharedState,
-};
-use crate::http::{HttpRequest, ReqwestTransport};
-use crate::providers::{self, Job, ProviderConfig, Reply};
+use crate::call::{self, KeyAsk, NoKey, RecentKeys};
+use crate::engine::{self, ErrorKind, Failure};
+use crate::http::ReqwestTransport;
+use crate::providers::{self, Reply};
 
 /// How often a blocking call wakes to let Python handle Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
@@ -36,98 +33,35 @@ pub(super) enum KeySource {
     Callable(Py<PyAny>, RecentKeys),
 }
 
-/// The last keys a key callable gave, redacted with the current one.
-#[derive(Default)]
-pub(super) struct RecentKeys(std::sync::Mutex<std::collections::VecDeque<String>>);
-
-impl RecentKeys {
-    /// How many keys are kept: enough for a token rotated while calls were
-    /// in flight, few enough that every echo is searched for them cheaply.
-    const KEPT: usize = 8;
-
-    /// Notes `key` and returns the keys kept, it included.
-    fn remember(&self, key: &str) -> Vec<String> {
-        let mut keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if !keys.iter().any(|k| k == key) {
-            if keys.len() == Self::KEPT {
-                keys.pop_front();
-            }
-            keys.push_back(key.to_string());
-        }
-        keys.iter().cloned().collect()
-    }
-}
-
 pub(super) struct Inner {
-    pub(super) providers: Vec<ProviderConfig>,
+    /// Providers, proxy secrets, the shared state, pools' busy counts.
+    pub(super) core: Arc<call::Client>,
     pub(super) keys: Vec<KeySource>,
     /// `None` once the client is closed; calls in flight keep their clone.
     pub(super) transport: RwLock<Option<ReqwestTransport>>,
-    /// What a proxy's URL holds of credentials (`proxy=` or the proxy
-    /// environment variables): removed from every answer, as keys are.
-    pub(super) proxy_secrets: Vec<String>,
     /// `failover._events._emitter(on_event)`.
     pub(super) emit: Py<PyAny>,
-    /// What calls share: cooldowns, the retry budget.
-    pub(super) state: Arc<dyn SharedState>,
-    /// Requests in flight to each provider (a pool's `least_busy`).
-    pub(super) busy: Vec<AtomicUsize>,
-    /// Turns taken, to break ties between equally busy members in rotation.
-    pub(super) turn: AtomicUsize,
 }
+
+/// The core of one Python call.
+pub(super) type CoreCall = call::Call<CallClock, PyErr>;
 
 /// One call, resolved by the Python side and checked here.
 pub(super) struct Call {
-    pub(super) job: Job,
-    pub(super) chain: Vec<usize>,
-    pub(super) policy: RetryPolicy,
-    pub(super) timeout: Duration,
-    pub(super) deadline: Option<Duration>,
-    pub(super) transport: ReqwestTransport,
-    pub(super) clock: CallClock,
-    pub(super) events: EventTarget,
-    pub(super) interrupt: Interrupt,
-    /// The caller's idempotency key, sent to every provider.
-    pub(super) idempotency_key: Option<String>,
-    /// The pool members this call counts as busy at, while it lives.
-    pub(super) _reservations: Vec<Reservation>,
-    /// Resolves when Python code run by the call (a sleeper, a hook, a key
-    /// callable) raised something that must end it.
-    pub(super) interrupted: oneshot::Receiver<PyErr>,
-    pub(super) key_errors: KeyErrors,
+    pub(super) core: CoreCall,
+    pub(super) face: Face,
 }
 
-/// What each provider's key callable raised at its latest attempt (nothing
-/// once it gave a key), by the provider's place in the chain: the error the
-/// call raises for that attempt carries it as `__cause__`. Its text is not
-/// copied into the error, the log or events: the library cannot know what
-/// it holds.
-#[derive(Default)]
-pub(super) struct KeyErrors(std::sync::Mutex<Vec<Option<PyErr>>>);
-
-impl KeyErrors {
-    fn set(&self, index: usize, error: Option<PyErr>) {
-        let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slots.len() <= index {
-            slots.resize_with(index + 1, || None);
-        }
-        slots[index] = error;
-    }
-
-    /// The exception behind `failure`'s error, when its last attempt failed
-    /// in the key callable.
-    fn cause_of(&self, py: Python<'_>, failure: &engine::CallFailure) -> Option<Py<PyAny>> {
-        let failed = match &failure.error {
-            engine::CallError::Provider(failed) => failed,
-            engine::CallError::Deadline {
-                last: Some(failed), ..
-            } => failed,
-            _ => return None,
-        };
-        let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let error = slots.get(failed.provider)?.as_ref()?;
-        Some(error.value(py).clone().into_any().unbind())
-    }
+/// What a call has of Python: where its events go, how Python code it runs
+/// ends it, and what its key callables raised.
+pub(super) struct Face {
+    pub(super) events: EventTarget,
+    pub(super) interrupt: Interrupt,
+    /// What each provider's key callable raised at its latest attempt, by
+    /// its place in the chain: the error the call raises for that attempt
+    /// carries it as `__cause__`. Its text is not copied into the error, the
+    /// log or events: the library cannot know what it holds.
+    pub(super) key_errors: call::KeyErrors<PyErr>,
 }
 
 /// Drives `future` to completion for a synchronous caller, with the GIL
@@ -156,10 +90,6 @@ pub(super) fn block_on_interruptibly<T: Send>(
     }
 }
 
-pub(super) fn new_call_id() -> String {
-    format!("{:016x}", rand::random::<u64>())
-}
-
 /// One call, with a panic anywhere inside it turned into a
 /// `FailoverError` instead of crossing into Python as a PanicException.
 pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
@@ -180,21 +110,149 @@ pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny
     }
 }
 
+/// One prompt or embeddings call: the engine, then its answer or error as
+/// Python objects.
+async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+    let Call { mut core, face } = call;
+    let keys = face.keys(&inner);
+    let outcome = match core.run(&keys, &face.events, None).await {
+        Ok(outcome) => outcome,
+        Err(error) => return Err(face.ended(error, &core.call_id)),
+    };
+    let success = match outcome {
+        Ok(success) => success,
+        Err(failure) => return Err(Python::attach(|py| face.raise(py, &failure, &mut core))),
+    };
+    Python::attach(|py| {
+        let configs = core.plan.configs();
+        let attempts = attempts_list(py, &success.attempts, &configs)?;
+        let provider = &configs[success.provider].name;
+        let call_id = &core.call_id;
+        match success.value {
+            Reply::Chat(chat) => {
+                let data = ResponseData::new(py, chat, provider, attempts, call_id)?;
+                Ok(Py::new(py, data)?.into_any())
+            }
+            Reply::Embed(embed) => {
+                let data = EmbeddingsData::new(py, embed, provider, attempts, call_id)?;
+                Ok(Py::new(py, data)?.into_any())
+            }
+            Reply::Stream(_) => Err(internal_error("a stream answered a whole call")),
+        }
+    })
+}
+
+impl Call {
+    /// A stream no provider of its chain can serve fails when it is made, as
+    /// a whole call does, not on its first read: nothing is sent either way.
+    pub(super) fn refuse_if_unserved(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.core.plan.unserved() {
+            Some(failure) => Err(self.face.raise(py, &failure, &mut self.core)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A client's key callables, for one call.
+pub(super) struct CallKeys<'a> {
+    inner: &'a Inner,
+    face: &'a Face,
+}
+
+impl call::KeySource for CallKeys<'_> {
+    fn asked(&self, provider: usize) -> Option<&RecentKeys> {
+        match &self.inner.keys[provider] {
+            KeySource::Fixed => None,
+            KeySource::Callable(_, recent) => Some(recent),
+        }
+    }
+
+    fn key(&self, ask: KeyAsk<'_>) -> Result<String, NoKey> {
+        let KeySource::Callable(callable, _) = &self.inner.keys[ask.provider] else {
+            return Ok(ask.config.api_key.clone().unwrap_or_default());
+        };
+        let key_error = |error| self.face.key_errors.set(ask.position, error);
+        callable_key(
+            ask.config,
+            callable,
+            ask.secrets,
+            &self.face.interrupt,
+            key_error,
+        )
+    }
+}
+
+impl Face {
+    pub(super) fn keys<'a>(&'a self, inner: &'a Inner) -> CallKeys<'a> {
+        CallKeys { inner, face: self }
+    }
+
+    /// A call ended by an error from Python code it ran (a key callable that
+    /// gave no key) fails like any call: its CallFailed event goes out. A
+    /// KeyboardInterrupt or SystemExit is not a failure of the call's.
+    pub(super) fn ended(&self, error: PyErr, call_id: &str) -> PyErr {
+        Python::attach(|py| {
+            if error.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                let reason = error.value(py).to_string();
+                self.events
+                    .send_call_failed(py, call_id, error.value(py).as_any(), &reason);
+            }
+        });
+        error
+    }
+
+    /// The exception a failed call raises (after its `CallFailed` event),
+    /// unless Python code run by the call asked to end it with its own.
+    pub(super) fn raise(
+        &self,
+        py: Python<'_>,
+        failure: &engine::CallFailure,
+        call: &mut CoreCall,
+    ) -> PyErr {
+        let error = match call_error(py, failure, &call.plan.configs(), &call.call_id) {
+            Ok(error) => error,
+            Err(error) => return error,
+        };
+        let cause = self
+            .key_errors
+            .cause_of(failure, |error| error.value(py).clone().into_any().unbind());
+        if let Some(cause) = cause {
+            // A deadline's error has the provider's as its own cause.
+            let bound = error.bind(py);
+            let target = match &failure.error {
+                engine::CallError::Deadline { .. } => bound.getattr("__cause__").ok(),
+                _ => Some(bound.clone()),
+            };
+            if let Some(target) = target.filter(|t| !t.is_none()) {
+                if let Err(e) = target.setattr("__cause__", cause) {
+                    return e;
+                }
+            }
+        }
+        self.events
+            .send_call_failed(py, &call.call_id, error.bind(py), &failure.reason);
+        match call.interrupted.take() {
+            Some(interrupt) => interrupt,
+            None => PyErr::from_value(error.into_bound(py)),
+        }
+    }
+}
+
 /// The key from a provider's callable, for one attempt. A callable that
 /// raises an ordinary exception fails this attempt as an auth failure of
-/// this provider (another provider has its own key): `Err(Some(failure))`.
+/// this provider (another provider has its own key): `NoKey::Failed`.
 /// A BaseException, or a value that is not a key, ends the call through
-/// `interrupt`: `Err(None)`, and the attempt must not go on.
+/// `interrupt`: `NoKey::Ended`, and the attempt must not go on.
 ///
 /// It runs on the thread driving the call (a runtime worker on async calls),
 /// outside the attempt's timeout: a slow token fetch delays the attempt.
 fn callable_key(
-    provider: &ProviderConfig,
+    provider: &providers::ProviderConfig,
     callable: &Py<PyAny>,
     secrets: &[String],
     interrupt: &Interrupt,
     key_error: impl FnOnce(Option<PyErr>),
-) -> Result<String, Option<Failure>> {
+) -> Result<String, NoKey> {
     let name = &provider.name;
     tokio::task::block_in_place(|| {
         Python::attach(|py| {
@@ -220,11 +278,14 @@ fn callable_key(
                     );
                     let text = providers::redact(&text, secrets);
                     key_error(Some(error));
-                    return Err(Some(Failure::without_response(ErrorKind::Auth, text)));
+                    return Err(NoKey::Failed(Failure::without_response(
+                        ErrorKind::Auth,
+                        text,
+                    )));
                 }
                 Err(error) => {
                     interrupt.raise(error);
-                    return Err(None);
+                    return Err(NoKey::Ended);
                 }
             };
             let key = value
@@ -241,378 +302,8 @@ fn callable_key(
                     "provider {name:?}: the api_key callable must return a non-empty str \
                      without control characters, got a {type_name}"
                 )));
-                None
+                NoKey::Ended
             })
         })
     })
-}
-
-/// Each provider of `chain` as `job` uses it: with the model the call asks
-/// for (a per-call `model=`, an embedding model), which errors and events name.
-pub(super) fn used_configs<'a>(
-    inner: &'a Inner,
-    chain: &[usize],
-    job: &Job,
-) -> Vec<std::borrow::Cow<'a, ProviderConfig>> {
-    chain
-        .iter()
-        .map(|&i| {
-            let config = &inner.providers[i];
-            match providers::job_model(config, job) {
-                model if model == config.model => std::borrow::Cow::Borrowed(config),
-                model => std::borrow::Cow::Owned(ProviderConfig {
-                    model: model.to_string(),
-                    ..config.clone()
-                }),
-            }
-        })
-        .collect()
-}
-
-/// A call that chose a pool member first (`least_busy`), counted as busy
-/// at it while the call lives (a stream: until it is closed).
-pub(super) struct Reservation {
-    inner: Arc<Inner>,
-    provider: usize,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.inner.busy[self.provider].fetch_sub(1, Ordering::Relaxed);
-        self.inner
-            .state
-            .note_busy(&busy_key(&self.inner.providers[self.provider]), -1);
-    }
-}
-
-/// A pool member's name in the fleet's busy counts: its name and model.
-fn busy_key(config: &ProviderConfig) -> String {
-    format!("{}|{}", config.name, config.model)
-}
-
-/// Puts each `least_busy` pool's members (contiguous in `chain`) in order
-/// of the calls busy at them, ties in rotation, and reserves the first.
-pub(super) fn order_least_busy(
-    inner: &Arc<Inner>,
-    chain: &mut [usize],
-    groups: &[Vec<usize>],
-) -> Vec<Reservation> {
-    let mut reservations = Vec::new();
-    for group in groups {
-        let Some(start) = chain.iter().position(|i| group.contains(i)) else {
-            continue;
-        };
-        let end = (start + group.len()).min(chain.len());
-        let members = &mut chain[start..end];
-        let n = members.len().max(1);
-        let turn = inner.turn.fetch_add(1, Ordering::Relaxed) % n;
-        let mut ranked: Vec<(u64, usize, usize)> = members
-            .iter()
-            .enumerate()
-            .map(|(pos, &i)| {
-                // Busy here, and (with fleet-wide state) in the other processes:
-                // a zero noted says this process orders this pool, so the
-                // fleet's counts are read from now on.
-                inner.state.note_busy(&busy_key(&inner.providers[i]), 0);
-                let here = inner.busy[i].load(Ordering::Relaxed) as u64;
-                let there = inner.state.busy_elsewhere(&busy_key(&inner.providers[i]));
-                (here + there, (pos + n - turn) % n, i)
-            })
-            .collect();
-        ranked.sort_unstable();
-        for (slot, (_, _, i)) in members.iter_mut().zip(ranked) {
-            *slot = i;
-        }
-        if let Some(&first) = members.first() {
-            inner.busy[first].fetch_add(1, Ordering::Relaxed);
-            inner.state.note_busy(&busy_key(&inner.providers[first]), 1);
-            reservations.push(Reservation {
-                inner: Arc::clone(inner),
-                provider: first,
-            });
-        }
-    }
-    reservations
-}
-
-/// A provider's key in the shared state: its name, with the model when a
-/// call names another (a typo cools only that model), and the call kind
-/// (an embeddings 404 never stops chat).
-/// It carries the model the call asks for after a `|` (what
-/// `cooldowns()` shows is the part before it): apps sharing a fleet state
-/// and a provider name but not its model do not cool each other.
-fn state_key(config: &ProviderConfig, job: &Job) -> String {
-    let model = providers::job_model(config, job);
-    let shown = match job {
-        Job::Embed(_) => format!("{}:embeddings", config.name),
-        Job::Chat(request) | Job::Stream(request) => match &request.model {
-            Some(model) if *model != config.model => format!("{}/{model}", config.name),
-            _ => config.name.clone(),
-        },
-    };
-    format!("{shown}|{model}")
-}
-
-/// One prompt or embeddings call: the engine, then its answer or error as
-/// Python objects.
-async fn run_inner(inner: Arc<Inner>, mut call: Call) -> PyResult<Py<PyAny>> {
-    let call_id = new_call_id();
-    let used = used_configs(&inner, &call.chain, &call.job);
-    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-    let result = run_engine(&inner, &mut call, &configs, &call_id, None).await?;
-    Python::attach(|py| match result {
-        Ok(success) => {
-            let attempts = attempts_list(py, &success.attempts, &configs)?;
-            let provider = &configs[success.provider].name;
-            match success.value {
-                Reply::Chat(chat) => {
-                    let data = ResponseData::new(py, chat, provider, attempts, &call_id)?;
-                    Ok(Py::new(py, data)?.into_any())
-                }
-                Reply::Embed(embed) => {
-                    let data = EmbeddingsData::new(py, embed, provider, attempts, &call_id)?;
-                    Ok(Py::new(py, data)?.into_any())
-                }
-                Reply::Stream(_) => Err(internal_error("a stream answered a whole call")),
-            }
-        }
-        Err(failure) => Err(call.raise(py, &failure, &configs, &call_id)),
-    })
-}
-
-impl Call {
-    /// A stream no provider of its chain can serve fails when it is made, as
-    /// a whole call does, not on its first read: nothing is sent either way.
-    pub(super) fn refuse_if_unserved(&mut self, py: Python<'_>, inner: &Inner) -> PyResult<()> {
-        let used = used_configs(inner, &self.chain, &self.job);
-        let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-        let unable: Vec<Option<String>> = configs
-            .iter()
-            .map(|c| providers::unable_for(c, &self.job))
-            .collect();
-        let unable: Vec<Option<&str>> = unable.iter().map(Option::as_deref).collect();
-        match engine::unserved(&unable) {
-            Some(failure) => Err(self.raise(py, &failure, &configs, &new_call_id())),
-            None => Ok(()),
-        }
-    }
-
-    /// The same call, read as a stream.
-    pub(super) fn into_stream(mut self) -> Self {
-        if let Job::Chat(request) = self.job {
-            self.job = Job::Stream(request);
-            return self;
-        }
-        self
-    }
-
-    /// The exception a failed call raises (after its `CallFailed` event),
-    /// unless Python code run by the call asked to end it with its own.
-    pub(super) fn raise(
-        &mut self,
-        py: Python<'_>,
-        failure: &engine::CallFailure,
-        configs: &[&ProviderConfig],
-        call_id: &str,
-    ) -> PyErr {
-        let error = match call_error(py, failure, configs, call_id) {
-            Ok(error) => error,
-            Err(error) => return error,
-        };
-        if let Some(cause) = self.key_errors.cause_of(py, failure) {
-            // A deadline's error has the provider's as its own cause.
-            let bound = error.bind(py);
-            let target = match &failure.error {
-                engine::CallError::Deadline { .. } => bound.getattr("__cause__").ok(),
-                _ => Some(bound.clone()),
-            };
-            if let Some(target) = target.filter(|t| !t.is_none()) {
-                if let Err(e) = target.setattr("__cause__", cause) {
-                    return e;
-                }
-            }
-        }
-        self.events
-            .send_call_failed(py, call_id, error.bind(py), &failure.reason);
-        match self.interrupted.try_recv() {
-            Ok(interrupt) => interrupt,
-            Err(_) => PyErr::from_value(error.into_bound(py)),
-        }
-    }
-}
-
-/// One run of the engine for `call` (picking up after `resume` when given),
-/// its chain's providers as `used_configs` gives them. The only place the
-/// engine is run. `Err` is Python code run by the call (a sleeper, a hook,
-/// a key callable) ending it.
-pub(super) async fn run_engine(
-    inner: &Inner,
-    call: &mut Call,
-    configs: &[&ProviderConfig],
-    call_id: &str,
-    resume: Option<engine::Resume>,
-) -> PyResult<Result<engine::Success<Reply>, engine::CallFailure>> {
-    // A fleet-wide state's first read, bounded by its timeout and by what
-    // the call can spare of its deadline, which counts it: the call began
-    // before it.
-    let began = engine::Clock::now(&call.clock);
-    match engine::state::spare(call.deadline) {
-        Some(within) => drop(tokio::time::timeout(within, inner.state.settle()).await),
-        None => inner.state.settle().await,
-    }
-    let spent = engine::Clock::now(&call.clock).saturating_sub(began);
-    let job = &call.job;
-    let unable: Vec<Option<String>> = configs
-        .iter()
-        .map(|c| providers::unable_for(c, job))
-        .collect();
-    for (config, _) in configs.iter().zip(&unable).filter(|(_, why)| why.is_none()) {
-        if let Some(note) = providers::dropped_hints(config, job) {
-            Python::attach(|py| call.events.send_debug(py, call_id, &note));
-        }
-    }
-    let state_keys: Vec<String> = call
-        .chain
-        .iter()
-        .map(|&i| state_key(&inner.providers[i], job))
-        .collect();
-    let slots: Vec<ProviderSlot> = configs
-        .iter()
-        .zip(&unable)
-        .zip(&state_keys)
-        .map(|((c, why), key)| ProviderSlot {
-            overloaded_statuses: &c.overloaded_statuses,
-            state_key: key,
-            unable: why.as_deref(),
-        })
-        .collect();
-    let spec = CallSpec {
-        call_id,
-        providers: &slots,
-        policy: &call.policy,
-        attempt_timeout: call.timeout,
-        deadline: call.deadline,
-        spent,
-        state: Some(&*inner.state),
-    };
-    let events = &call.events;
-    let mut on_event =
-        |event: Event| Python::attach(|py| events.send_engine_event(py, &event, configs));
-    let transport = &call.transport;
-    let interrupt = &call.interrupt;
-    let key_errors = &call.key_errors;
-    // Each provider's request is built once per run, on its first attempt;
-    // a fixed key goes in then, a callable's key on every attempt.
-    let requests: Vec<OnceLock<HttpRequest>> = configs.iter().map(|_| OnceLock::new()).collect();
-    let mut unit = || rand::random::<f64>();
-    // One idempotency key per call and provider, the same on every retry to
-    // it (the caller's, when given), and the attempt's number among them;
-    // made at the attempt, so providers never tried cost nothing.
-    let idempotency_key = |index: usize| match &call.idempotency_key {
-        Some(key) => key.clone(),
-        None => format!("failover-{call_id}-{index}"),
-    };
-    let mut tries = vec![0u32; configs.len()];
-    if let Some(broken) = &resume {
-        // A restart is a retry: the broken attempt and those before it count.
-        tries[broken.provider] = broken.retries_done + 1;
-    }
-    let run = engine::run_from(
-        &spec,
-        resume,
-        &call.clock,
-        &mut unit,
-        &mut on_event,
-        |index, bounds| {
-            let asked = std::time::Instant::now();
-            let provider = configs[index];
-            let source = &inner.keys[call.chain[index]];
-            let built = requests[index].get_or_init(|| {
-                let mut base = providers::build(provider, job);
-                providers::add_secrets(&mut base.secrets, &inner.proxy_secrets);
-                match source {
-                    KeySource::Fixed => {
-                        providers::authorize(provider, &base, provider.api_key.as_deref())
-                    }
-                    KeySource::Callable(..) => base,
-                }
-            });
-            let sent = match source {
-                KeySource::Fixed => Ok(built.clone()),
-                // The caller's own header under the key's name: the key is
-                // not sent, so its callable is not asked.
-                KeySource::Callable(..) if providers::key_header_given(provider, built) => {
-                    Ok(built.clone())
-                }
-                KeySource::Callable(callable, recent) => {
-                    let key_error = |error| key_errors.set(index, error);
-                    callable_key(provider, callable, &built.secrets, interrupt, key_error).map(
-                        |key| {
-                            let mut sent = providers::authorize(provider, built, Some(&key));
-                            providers::add_secrets(&mut sent.secrets, &recent.remember(&key));
-                            sent
-                        },
-                    )
-                }
-            };
-            let retry_count = tries[index];
-            tries[index] += 1;
-            let sent = sent.map(|mut sent| {
-                // A header the caller set (on the provider or the call) wins.
-                let given = |headers: &[(String, String)], name: &str| {
-                    headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
-                };
-                if !given(&sent.headers, "idempotency-key") {
-                    sent.headers
-                        .push(("idempotency-key".into(), idempotency_key(index)));
-                }
-                if !given(&sent.headers, "x-retry-count") {
-                    sent.headers
-                        .push(("x-retry-count".into(), retry_count.to_string()));
-                }
-                sent
-            });
-            // A key callable runs before the attempt and cannot be cut
-            // short: the time it took is the attempt's.
-            let bounds = bounds.after(asked.elapsed());
-            async move {
-                let sent = match sent {
-                    Ok(sent) => sent,
-                    Err(Some(failure)) => return Err(failure),
-                    // The call is being ended by the interrupt: never report an
-                    // outcome the engine could act on (fail over, call the next).
-                    Err(None) => std::future::pending().await,
-                };
-                providers::exchange(provider, job, transport, &sent, bounds).await
-            }
-        },
-    );
-    let interrupted = &mut call.interrupted;
-    // A call ended by an error from Python code it ran (a key callable that
-    // gave no key) fails like any call: its CallFailed event goes out. A
-    // KeyboardInterrupt or SystemExit is not a failure of the call's.
-    let ended = |error: PyErr| {
-        Python::attach(|py| {
-            if error.is_instance_of::<pyo3::exceptions::PyException>(py) {
-                let reason = error.value(py).to_string();
-                events.send_call_failed(py, call_id, error.value(py).as_any(), &reason);
-            }
-        });
-        error
-    };
-    let result = tokio::select! {
-        biased;
-        Ok(error) = &mut *interrupted => return Err(ended(error)),
-        result = run => result,
-    };
-    // The engine may finish in the same poll in which a hook or a sleeper
-    // asked to end the call (a sleep that returns at once does not yield):
-    // the interrupt wins.
-    if let Ok(error) = interrupted.try_recv() {
-        return Err(ended(error));
-    }
-    if let Some(notice) = inner.state.take_notice() {
-        Python::attach(|py| events.send_notice(py, &notice));
-    }
-    Ok(result)
 }

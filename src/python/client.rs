@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use pyo3::prelude::*;
 
-use super::call::{block_on_interruptibly, run_call, Call, Inner};
+use super::call::{block_on_interruptibly, run_call, Call, Face, Inner};
 use super::clock::CallClock;
 use super::convert::{json_from, list_from, text_arg};
 use super::errors::{configuration_error, failover_error, seconds};
@@ -13,8 +13,9 @@ use super::events::EventTarget;
 use super::runtime::{self, runtime, Interrupt};
 use super::seam::{optional_seconds, CallArgs, EmbedArgs, ProviderSpec, TransportSpec};
 use super::stream::NativeStream;
+use crate::call::{self, Plan, Reservation};
 use crate::conversation;
-use crate::engine::{self, LocalState, RetryPolicy};
+use crate::engine::{self, LocalState, RetryPolicy, SharedState};
 use crate::http::ReqwestTransport;
 use crate::providers::{self, ChatRequest, EmbedRequest, Job};
 
@@ -44,7 +45,6 @@ impl NativeClient {
         emit: Py<PyAny>,
         state: Option<PyRef<'_, super::fleet::NativeRedisState>>,
     ) -> PyResult<Self> {
-        let count = providers.len();
         let (configs, keys): (Vec<_>, Vec<_>) = providers
             .into_iter()
             .map(|spec| (spec.config, spec.key))
@@ -62,19 +62,16 @@ impl NativeClient {
             providers::add_secrets(&mut proxy_secrets, &providers::url_secrets(url));
         }
         let transport = ReqwestTransport::new(&options).map_err(configuration_error)?;
+        let state: Arc<dyn SharedState> = match state {
+            Some(fleet) => fleet.shared(),
+            None => Arc::new(LocalState::new()),
+        };
         Ok(Self {
             inner: Arc::new(Inner {
-                providers: configs,
+                core: Arc::new(call::Client::new(configs, proxy_secrets, state)),
                 keys,
                 transport: RwLock::new(Some(transport)),
-                proxy_secrets,
                 emit,
-                state: match state {
-                    Some(fleet) => fleet.shared(),
-                    None => Arc::new(LocalState::new()),
-                },
-                busy: (0..count).map(|_| Default::default()).collect(),
-                turn: Default::default(),
             }),
         })
     }
@@ -82,7 +79,7 @@ impl NativeClient {
     /// Blocking chat call: the engine future runs on the shared runtime with
     /// the GIL released, waking every 50 ms so Ctrl-C raises promptly.
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
-        let call = self.call(py, args, None)?;
+        let call = self.call(py, args, None, false)?;
         block_on_interruptibly(py, run_call(Arc::clone(&self.inner), call))?
     }
 
@@ -96,7 +93,7 @@ impl NativeClient {
         runtime()?;
         // Looked up once: the engine future, its events and its sleeper share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let call = self.call(py, args, Some(locals.clone()))?;
+        let call = self.call(py, args, Some(locals.clone()), false)?;
         self.run_async(py, locals, call)
     }
 
@@ -104,8 +101,8 @@ impl NativeClient {
     /// `restart`: after a failure past the first content, start again
     /// (`on_interrupt="restart"`) instead of raising `StreamInterrupted`.
     fn stream(&self, py: Python<'_>, args: CallArgs<'_>, restart: bool) -> PyResult<NativeStream> {
-        let mut call = self.call(py, args, None)?.into_stream();
-        call.refuse_if_unserved(py, &self.inner)?;
+        let mut call = self.call(py, args, None, true)?;
+        call.refuse_if_unserved(py)?;
         Ok(NativeStream::new(Arc::clone(&self.inner), call, restart))
     }
 
@@ -118,8 +115,8 @@ impl NativeClient {
     ) -> PyResult<NativeStream> {
         runtime()?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let mut call = self.call(py, args, Some(locals.clone()))?.into_stream();
-        call.refuse_if_unserved(py, &self.inner)?;
+        let mut call = self.call(py, args, Some(locals.clone()), true)?;
+        call.refuse_if_unserved(py)?;
         Ok(NativeStream::with_locals(
             Arc::clone(&self.inner),
             call,
@@ -158,31 +155,12 @@ impl NativeClient {
             }
             None => std::time::SystemTime::now(),
         };
-        // A fleet's state holds every app's cooldowns: this client's are those
-        // of its providers, for their models (or a call's own `model=`).
-        let mine = |key: &str| -> Option<String> {
-            let (shown, model) = key.split_once('|')?;
-            self.inner.providers.iter().find_map(|config| {
-                let name = config.name.as_str();
-                let fits = if shown == name {
-                    model == config.model
-                } else if shown.strip_suffix(":embeddings") == Some(name) {
-                    model == config.embedding_model.as_deref().unwrap_or(&config.model)
-                } else {
-                    // A call's own model=: the key names it.
-                    shown
-                        .strip_prefix(name)
-                        .is_some_and(|rest| rest.starts_with('/'))
-                };
-                fits.then(|| shown.to_string())
-            })
-        };
         Ok(self
             .inner
-            .state
+            .core
             .cooldowns(now)
             .into_iter()
-            .filter_map(|(key, left)| Some((mine(&key)?, left.as_secs_f64())))
+            .map(|(key, left)| (key, left.as_secs_f64()))
             .collect())
     }
 
@@ -236,7 +214,7 @@ impl NativeClient {
     }
 
     fn check_chain(&self, chain: &[usize]) -> PyResult<()> {
-        if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.providers.len()) {
+        if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.core.providers.len()) {
             return Err(configuration_error(
                 "the provider chain must name configured providers",
             ));
@@ -249,6 +227,7 @@ impl NativeClient {
         py: Python<'_>,
         args: CallArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
+        stream: bool,
     ) -> PyResult<Call> {
         let transport = self.transport()?;
         self.check_chain(&args.chain)?;
@@ -286,22 +265,27 @@ impl NativeClient {
             temperature: args.temperature,
             model: text_arg("model", args.model.as_ref())?,
         };
-        let mut chain = args.chain;
+        let job = if stream {
+            Job::Stream(request)
+        } else {
+            Job::Chat(request)
+        };
+        let mut plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         let reservations = match &args.least_busy {
-            Some(groups) => super::call::order_least_busy(&self.inner, &mut chain, groups),
+            Some(groups) => plan.order_least_busy(groups),
             None => Vec::new(),
         };
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
             reservations,
             emit: args.emit,
-            chain,
+            plan,
             policy: &args.policy.policy,
             timeout: args.timeout,
             deadline: args.deadline,
             sleeper: args.sleeper.as_ref(),
         };
-        self.finish_call(py, Job::Chat(request), transport, common, locals)
+        self.finish_call(py, job, transport, common, locals)
     }
 
     fn embed_call(
@@ -319,29 +303,19 @@ impl NativeClient {
             headers: args.headers.unwrap_or_default(),
         };
         let job = Job::Embed(request);
-        // A chain in which nobody can embed would fail after no request at
-        // all: that is the caller's configuration, said at once.
-        let reasons: Vec<String> = args
-            .chain
-            .iter()
-            .filter_map(|&i| providers::unable_for(&self.inner.providers[i], &job))
-            .collect();
-        if reasons.len() == args.chain.len() {
-            return Err(configuration_error(format!(
-                "no provider in the chain can embed: {}",
-                reasons.join("; ")
-            )));
+        let mut plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
+        if let Some(why) = plan.none_can_embed(&job) {
+            return Err(configuration_error(why));
         }
-        let mut chain = args.chain;
         let reservations = match &args.least_busy {
-            Some(groups) => super::call::order_least_busy(&self.inner, &mut chain, groups),
+            Some(groups) => plan.order_least_busy(groups),
             None => Vec::new(),
         };
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
             reservations,
             emit: args.emit,
-            chain,
+            plan,
             policy: &args.policy.policy,
             timeout: args.timeout,
             deadline: args.deadline,
@@ -359,34 +333,38 @@ impl NativeClient {
         locals: Option<pyo3_async_runtimes::TaskLocals>,
     ) -> PyResult<Call> {
         let (interrupt, interrupted) = Interrupt::new();
-        Ok(Call {
+        let core = call::Call {
+            call_id: call::new_call_id(),
             job,
-            chain: args.chain,
+            plan: args.plan,
             policy: args.policy.clone(),
             timeout: seconds("timeout", args.timeout)?,
             deadline: optional_seconds("deadline", args.deadline)?,
             transport,
             clock: CallClock::from_sleeper(args.sleeper, locals.as_ref(), &interrupt)?,
+            idempotency_key: args.idempotency_key,
+            interrupted,
+            reservations: args.reservations,
+        };
+        let face = Face {
             events: EventTarget::new(
                 args.emit.unwrap_or_else(|| self.inner.emit.clone_ref(py)),
                 locals,
                 interrupt.clone(),
             ),
             interrupt,
-            interrupted,
-            idempotency_key: args.idempotency_key,
-            _reservations: args.reservations,
             key_errors: Default::default(),
-        })
+        };
+        Ok(Call { core, face })
     }
 }
 
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
     idempotency_key: Option<String>,
-    reservations: Vec<super::call::Reservation>,
+    reservations: Vec<Reservation>,
     emit: Option<Py<PyAny>>,
-    chain: Vec<usize>,
+    plan: Plan,
     policy: &'a RetryPolicy,
     timeout: f64,
     deadline: Option<f64>,

@@ -8,8 +8,8 @@ use pyo3_async_runtimes::TaskLocals;
 
 use super::convert::provider_error;
 use super::runtime::Interrupt;
+use crate::call::{CallEvents, Plan};
 use crate::engine::Event;
-use crate::providers::ProviderConfig;
 
 pub struct EventTarget {
     /// `failover._events._emitter(on_event)`: `emit(kind, payload)`.
@@ -60,8 +60,8 @@ impl EventTarget {
     }
 
     /// An engine event -> the Python event's fields, by name.
-    pub fn send_engine_event(&self, py: Python<'_>, event: &Event, configs: &[&ProviderConfig]) {
-        let name = |index: usize| configs[index].name.as_str();
+    pub fn send_engine_event(&self, py: Python<'_>, event: &Event, plan: &Plan) {
+        let name = |index: usize| plan.config(index).name.as_str();
         let fields = PyDict::new(py);
         let built: PyResult<&str> = (|| match event {
             Event::RetryScheduled {
@@ -91,7 +91,7 @@ impl EventTarget {
                 fields.set_item("call_id", call_id)?;
                 fields.set_item("from_provider", name(left.provider))?;
                 fields.set_item("to_provider", name(*to_provider))?;
-                fields.set_item("error", provider_error(py, left, configs, None)?)?;
+                fields.set_item("error", provider_error(py, left, &plan.configs(), None)?)?;
                 fields.set_item("reason", reason)?;
                 Ok("FailedOver")
             }
@@ -150,5 +150,20 @@ impl EventTarget {
             Ok(()) => self.send(py, "CallFailed", fields.into_any()),
             Err(e) => e.write_unraisable(py, None),
         }
+    }
+}
+
+/// The engine's events, notes and notices, handed to Python.
+impl CallEvents for EventTarget {
+    fn engine(&self, event: &Event, plan: &Plan) {
+        Python::attach(|py| self.send_engine_event(py, event, plan));
+    }
+
+    fn debug(&self, call_id: &str, text: &str) {
+        Python::attach(|py| self.send_debug(py, call_id, text));
+    }
+
+    fn notice(&self, text: &str) {
+        Python::attach(|py| self.send_notice(py, text));
     }
 }

@@ -2,15 +2,15 @@
 //! from inside it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
-use tokio::sync::oneshot;
 
 use super::errors::failover_error;
+use crate::call::{Interrupted, Interrupter};
 
 /// The runtime pyo3-async-runtimes owns, for this process only: its worker
 /// threads do not survive `fork()`, and a call in a forked child would wait
@@ -33,20 +33,17 @@ pub fn runtime() -> PyResult<&'static Runtime> {
 /// hook) may raise a BaseException such as KeyboardInterrupt or SystemExit:
 /// that is not the engine's to swallow, so it ends the call and is raised.
 #[derive(Clone)]
-pub struct Interrupt(Arc<Mutex<Option<oneshot::Sender<PyErr>>>>);
+pub struct Interrupt(Interrupter<PyErr>);
 
 impl Interrupt {
-    pub fn new() -> (Self, oneshot::Receiver<PyErr>) {
-        let (sender, receiver) = oneshot::channel();
-        (Self(Arc::new(Mutex::new(Some(sender)))), receiver)
+    pub fn new() -> (Self, Interrupted<PyErr>) {
+        let (interrupter, interrupted) = crate::call::interrupt();
+        (Self(interrupter), interrupted)
     }
 
     /// Ends the call with `error` (the first one wins).
     pub fn raise(&self, error: PyErr) {
-        let sender = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(sender) = sender {
-            let _ = sender.send(error);
-        }
+        self.0.raise(error);
     }
 
     /// An error from user code: an ordinary exception is reported to

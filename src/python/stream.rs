@@ -4,21 +4,20 @@
 //! are read here, in batches, with the GIL released while Rust waits.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tokio::sync::{watch, Mutex};
 
-use super::call::{block_on_interruptibly, new_call_id, run_engine, used_configs, Call, Inner};
+use super::call::{block_on_interruptibly, Call, CoreCall, Face, Inner};
+use super::clock::CallClock;
 use super::convert::provider_error;
 use super::errors::internal_error;
 use super::runtime;
 use super::seam::{attempts_list, ResponseData, ToolCallData};
+use crate::call::{Interruption, Step, StreamDriver, StreamEnd};
 use crate::conversation::ToolCall;
-use crate::engine::{AttemptRecord, CallFailure, ProviderFailure, Resume, Success};
-use crate::providers::streaming::LiveStream;
-use crate::providers::{ChatResponse, ProviderConfig, Reply};
+use crate::engine::ProviderFailure;
 use crate::stream::Chunk;
 
 /// One chunk for Python (`failover.Chunk` is built from it).
@@ -78,40 +77,13 @@ fn chunk_data(py: Python<'_>, chunk: Chunk) -> PyResult<ChunkData> {
     Ok(data)
 }
 
-/// A stream past its start.
-struct Live {
-    stream: LiveStream,
-    /// Index into the call's chain.
-    provider: usize,
-    /// Every attempt so far, the one being read last.
-    attempts: Vec<AttemptRecord>,
-    began: Instant,
-}
-
-enum State {
-    /// Not sent yet.
-    Fresh,
-    Live(Box<Live>),
-    /// Complete: the answer is in `Driver::response`.
-    Finished,
-    /// Closed by the caller, or failed: nothing more comes.
-    Closed,
-}
-
-/// What one read gives.
-enum Step {
-    Chunks(Vec<Chunk>),
-    End,
-}
-
+/// A streaming call's Python half: the core driver, the call's face, and
+/// the close the in-flight read selects on.
 struct Driver {
     inner: Arc<Inner>,
-    call: Call,
-    call_id: String,
-    restart: bool,
-    state: State,
-    started: Instant,
-    time_to_first_token: Option<f64>,
+    core: StreamDriver<CallClock, PyErr>,
+    face: Face,
+    /// The whole answer, once the stream has ended.
     response: Option<Py<ResponseData>>,
     closed: watch::Receiver<bool>,
 }
@@ -120,280 +92,121 @@ impl Driver {
     async fn next(&mut self) -> PyResult<Step> {
         let mut closed = self.closed.clone();
         if *closed.borrow() {
-            self.state = State::Closed;
+            self.core.close();
             return Ok(Step::End);
         }
+        let keys = self.face.keys(&self.inner);
         let step = tokio::select! {
             biased;
             _ = closed.changed() => {
-                self.state = State::Closed;
+                self.core.close();
                 return Ok(Step::End);
             }
-            step = self.read() => step,
+            step = self.core.next(&keys, &self.face.events) => step,
         };
-        if let Ok(Step::Chunks(chunks)) = &step {
-            if self.time_to_first_token.is_none() && !chunks.is_empty() {
-                self.time_to_first_token = Some(self.started.elapsed().as_secs_f64());
+        match step {
+            Ok(step) => {
+                self.take_response()?;
+                Ok(step)
             }
-        }
-        if step.is_err() {
-            self.state = State::Closed;
-        }
-        step
-    }
-
-    async fn read(&mut self) -> PyResult<Step> {
-        loop {
-            let live = match &mut self.state {
-                State::Fresh => {
-                    // The call starts on the first read, not when the stream was made.
-                    self.started = Instant::now();
-                    let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
-                    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-                    let result =
-                        run_engine(&self.inner, &mut self.call, &configs, &self.call_id, None)
-                            .await?;
-                    let first = self.started_from(result, Vec::new())?;
-                    if !first.is_empty() {
-                        return Ok(Step::Chunks(first));
-                    }
-                    continue;
-                }
-                State::Live(live) => live,
-                State::Finished | State::Closed => return Ok(Step::End),
-            };
-            match live.stream.next(self.call.timeout).await {
-                Ok(Some(chunks)) => return Ok(Step::Chunks(chunks)),
-                Ok(None) => {
-                    self.finish()?;
-                    return Ok(Step::End);
-                }
-                Err(failure) if !self.restart => return Err(self.interrupted(failure, None)),
-                Err(failure) => {
-                    let State::Live(live) = std::mem::replace(&mut self.state, State::Closed)
-                    else {
-                        unreachable!()
-                    };
-                    let Live {
-                        stream,
-                        provider,
-                        mut attempts,
-                        began,
-                    } = *live;
-                    // The attempt read so far is replaced by its failure.
-                    attempts.pop();
-                    let retries_done = attempts
-                        .iter()
-                        .rev()
-                        .take_while(|a| a.provider == provider && a.kind.is_some())
-                        .count() as u32;
-                    let resume = Resume {
-                        provider,
-                        failure: failure.clone(),
-                        retries_done,
-                        duration: began.elapsed(),
-                    };
-                    let discarded = Chunk::Restart {
-                        discarded: stream.acc.text.clone(),
-                        discarded_tool_calls: stream.acc.tool_calls.clone(),
-                    };
-                    let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
-                    let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-                    let result = run_engine(
-                        &self.inner,
-                        &mut self.call,
-                        &configs,
-                        &self.call_id,
-                        Some(resume),
-                    )
-                    .await?;
-                    let result = match result {
-                        Ok(success) => Ok(success),
-                        // The restart failed too: the stream stays broken.
-                        Err(call_failure) => {
-                            let partial = stream.acc.text.clone();
-                            return Err(self.restart_failed(
-                                failure,
-                                partial,
-                                provider,
-                                attempts,
-                                call_failure,
-                            ));
-                        }
-                    };
-                    let mut chunks = vec![discarded];
-                    chunks.extend(self.started_from(result, attempts)?);
-                    return Ok(Step::Chunks(chunks));
-                }
-            }
+            Err(end) => Err(self.raise(end)),
         }
     }
 
-    /// A successful engine run: the stream is live, its first chunks in
-    /// hand; `earlier` are the attempts of runs before it.
-    fn started_from(
-        &mut self,
-        result: Result<Success<Reply>, CallFailure>,
-        mut earlier: Vec<AttemptRecord>,
-    ) -> PyResult<Vec<Chunk>> {
-        let success = match result {
-            Ok(success) => success,
-            Err(failure) => {
-                let inner = Arc::clone(&self.inner);
-                let used = used_configs(&inner, &self.call.chain, &self.call.job);
-                let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-                let call_id = self.call_id.clone();
-                return Err(Python::attach(|py| {
-                    self.call.raise(py, &failure, &configs, &call_id)
-                }));
-            }
-        };
-        let Reply::Stream(started) = success.value else {
-            return Err(internal_error("a whole answer came back for a stream"));
-        };
-        earlier.extend(success.attempts);
-        let started = *started;
-        self.state = State::Live(Box::new(Live {
-            stream: started.live,
-            provider: success.provider,
-            attempts: earlier,
-            began: Instant::now(),
-        }));
-        Ok(started.first)
-    }
-
-    /// The complete answer, once the stream ended.
-    fn finish(&mut self) -> PyResult<()> {
-        let State::Live(live) = std::mem::replace(&mut self.state, State::Finished) else {
+    /// The whole answer as Python's, once the core has it.
+    fn take_response(&mut self) -> PyResult<()> {
+        let Some(done) = self.core.take_response() else {
             return Ok(());
         };
-        let provider_data = live.stream.provider_data();
-        let headers = live.stream.headers().clone();
-        let acc = live.stream.acc;
-        let chat = ChatResponse {
-            text: acc.text,
-            tool_calls: acc.tool_calls,
-            provider_data,
-            model: acc.model,
-            finish_reason: acc.finish_reason,
-            usage: acc.usage,
-            request_id: live.stream.request_id.clone(),
-            raw: "null".to_string(),
-            status: 200,
-            headers,
-        };
-        let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
-        let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
+        let plan = &self.core.call.plan;
+        let call_id = &self.core.call.call_id;
         let response = Python::attach(|py| {
-            let attempts = attempts_list(py, &live.attempts, &configs)?;
-            let name = &configs[live.provider].name;
+            let configs = plan.configs();
+            let attempts = attempts_list(py, &done.attempts, &configs)?;
+            let name = &configs[done.provider].name;
             Py::new(
                 py,
-                ResponseData::new(py, chat, name, attempts, &self.call_id)?,
+                ResponseData::new(py, done.chat, name, attempts, call_id)?,
             )
         })?;
         self.response = Some(response);
         Ok(())
     }
 
-    /// `StreamInterrupted` for a failure after the first content chunk.
-    fn interrupted(&mut self, failure: crate::engine::Failure, cause: Option<PyErr>) -> PyErr {
-        let State::Live(live) = std::mem::replace(&mut self.state, State::Closed) else {
-            return internal_error("a stream failed before it started");
-        };
-        let partial = live.stream.acc.text.clone();
-        let usage = live.stream.acc.usage.clone();
-        // The attempt that was streaming ended in this failure.
-        let mut attempts = live.attempts;
-        if let Some(last) = attempts.last_mut() {
-            last.kind = Some(failure.kind);
-            last.status = failure.status.or(last.status);
+    /// The exception a stream that did not reach its end raises.
+    fn raise(&mut self, end: StreamEnd<PyErr>) -> PyErr {
+        let call = &mut self.core.call;
+        match end {
+            StreamEnd::Ended(error) => self.face.ended(error, &call.call_id),
+            StreamEnd::Failed(failure) => Python::attach(|py| self.face.raise(py, &failure, call)),
+            StreamEnd::Internal(what) => internal_error(what),
+            StreamEnd::Interrupted(interruption) => {
+                let error = stream_interrupted(call, *interruption, None);
+                // The call ends here: its CallFailed event, as for any call.
+                Python::attach(|py| {
+                    let value = error.value(py).clone().into_any();
+                    self.face.events.send_call_failed(
+                        py,
+                        &call.call_id,
+                        &value,
+                        "the stream broke after its first content; not retried \
+                         (on_interrupt=\"raise\")",
+                    );
+                });
+                error
+            }
+            StreamEnd::RestartFailed {
+                interruption,
+                restart,
+            } => {
+                let cause = Python::attach(|py| self.face.raise(py, &restart, call));
+                stream_interrupted(call, *interruption, Some(cause))
+            }
         }
-        let error =
-            self.stream_interrupted(failure, partial, live.provider, &usage, &attempts, cause);
-        // The call ends here: its CallFailed event, as for any call.
-        Python::attach(|py| {
-            let value = error.value(py).clone().into_any();
-            self.call.events.send_call_failed(
-                py,
-                &self.call_id,
-                &value,
-                "the stream broke after its first content; not retried (on_interrupt=\"raise\")",
-            );
-        });
-        error
     }
+}
 
-    fn restart_failed(
-        &mut self,
-        failure: crate::engine::Failure,
-        partial: String,
-        provider: usize,
-        earlier: Vec<AttemptRecord>,
-        call_failure: CallFailure,
-    ) -> PyErr {
-        let inner = Arc::clone(&self.inner);
-        let used = used_configs(&inner, &self.call.chain, &self.call.job);
-        let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-        let call_id = self.call_id.clone();
-        let cause = Python::attach(|py| self.call.raise(py, &call_failure, &configs, &call_id));
-        let usage = crate::stream::Usage::default();
-        // Every attempt: those before the cut, then the restart's.
-        let mut attempts = earlier;
-        attempts.extend(call_failure.attempts.iter().cloned());
-        self.stream_interrupted(failure, partial, provider, &usage, &attempts, Some(cause))
-    }
-
-    fn stream_interrupted(
-        &self,
-        failure: crate::engine::Failure,
-        partial: String,
-        provider: usize,
-        usage: &crate::stream::Usage,
-        attempts: &[AttemptRecord],
-        cause: Option<PyErr>,
-    ) -> PyErr {
-        let used = used_configs(&self.inner, &self.call.chain, &self.call.job);
-        let configs: Vec<&ProviderConfig> = used.iter().map(AsRef::as_ref).collect();
-        Python::attach(|py| {
-            let build = || -> PyResult<PyErr> {
-                let attempts = attempts_list(py, attempts, &configs)?;
-                let cause = match cause {
-                    Some(cause) => cause.into_value(py).into_any(),
-                    None => {
-                        let failed = ProviderFailure {
-                            provider,
-                            failure,
-                            retry_after: None,
-                        };
-                        provider_error(py, &failed, &configs, Some(attempts.clone_ref(py)))?
-                    }
-                };
-                let info = PyDict::new(py);
-                info.set_item("cause", cause)?;
-                info.set_item("partial_text", partial)?;
-                info.set_item("provider", &configs[provider].name)?;
-                let u = usage;
-                info.set_item(
-                    "usage",
-                    (
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cache_read_tokens,
-                        u.cache_write_tokens,
-                        u.reasoning_tokens,
-                    ),
-                )?;
-                info.set_item("attempts", attempts)?;
-                info.set_item("call_id", &self.call_id)?;
-                let make = py
-                    .import("failover._exceptions")?
-                    .getattr("_stream_interrupted")?;
-                Ok(PyErr::from_value(make.call((), Some(&info))?))
+/// `StreamInterrupted` for a failure after the first content chunk.
+fn stream_interrupted(call: &CoreCall, broken: Interruption, cause: Option<PyErr>) -> PyErr {
+    let configs = call.plan.configs();
+    Python::attach(|py| {
+        let build = || -> PyResult<PyErr> {
+            let attempts = attempts_list(py, &broken.attempts, &configs)?;
+            let cause = match cause {
+                Some(cause) => cause.into_value(py).into_any(),
+                None => {
+                    let failed = ProviderFailure {
+                        provider: broken.provider,
+                        failure: broken.failure,
+                        retry_after: None,
+                    };
+                    provider_error(py, &failed, &configs, Some(attempts.clone_ref(py)))?
+                }
             };
-            build().unwrap_or_else(|e| e)
-        })
-    }
+            let info = PyDict::new(py);
+            info.set_item("cause", cause)?;
+            info.set_item("partial_text", broken.partial_text)?;
+            info.set_item("provider", &configs[broken.provider].name)?;
+            let u = &broken.usage;
+            info.set_item(
+                "usage",
+                (
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                    u.reasoning_tokens,
+                ),
+            )?;
+            info.set_item("attempts", attempts)?;
+            info.set_item("call_id", &call.call_id)?;
+            let make = py
+                .import("failover._exceptions")?
+                .getattr("_stream_interrupted")?;
+            Ok(PyErr::from_value(make.call((), Some(&info))?))
+        };
+        build().unwrap_or_else(|e| e)
+    })
 }
 
 /// A streaming call (`failover.Stream` and `failover.AsyncStream` wrap it).
@@ -409,12 +222,8 @@ impl NativeStream {
         let (close, closed) = watch::channel(false);
         let driver = Driver {
             inner,
-            call,
-            call_id: new_call_id(),
-            restart,
-            state: State::Fresh,
-            started: Instant::now(),
-            time_to_first_token: None,
+            core: StreamDriver::new(call.core, restart),
+            face: call.face,
             response: None,
             closed,
         };
@@ -476,37 +285,22 @@ impl NativeStream {
         let Ok(mut driver) = self.driver.try_lock() else {
             return Ok(None);
         };
-        if *driver.closed.borrow() {
+        if *driver.closed.borrow() || !driver.core.is_live() {
             return Ok(None);
         }
-        let idle = driver.call.timeout;
-        let State::Live(live) = &mut driver.state else {
-            return Ok(None);
-        };
         let runtime = super::runtime::runtime()?;
         let _context = runtime.enter();
-        // Reading is cancel-safe at its waits: a read not ready is dropped
-        // with nothing lost.
-        let polled = futures_util::FutureExt::now_or_never(live.stream.next(idle));
-        match polled {
-            Some(Ok(Some(chunks))) => {
-                let items = chunks
-                    .into_iter()
-                    .map(|c| chunk_data(py, c))
-                    .collect::<PyResult<Vec<_>>>()?;
-                Ok(Some(PyList::new(py, items)?.unbind()))
-            }
-            // The end, or a failure: the driver's to handle, on the next read.
-            Some(Ok(None)) => {
-                driver.finish()?;
-                Ok(None)
-            }
-            Some(Err(failure)) => {
-                live.stream.put_back(failure);
-                Ok(None)
-            }
-            None => Ok(None),
-        }
+        let Some(chunks) = driver.core.ready() else {
+            // Nothing ready, or the end (its answer kept) or a failure, which
+            // the next read reports.
+            driver.take_response()?;
+            return Ok(None);
+        };
+        let items = chunks
+            .into_iter()
+            .map(|c| chunk_data(py, c))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Some(PyList::new(py, items)?.unbind()))
     }
 
     /// `next` as an awaitable.
@@ -538,7 +332,7 @@ impl NativeStream {
     fn close(&self) {
         let _ = self.close.send(true);
         if let Ok(mut driver) = self.driver.try_lock() {
-            driver.state = State::Closed;
+            driver.core.close();
         }
     }
 
@@ -552,6 +346,6 @@ impl NativeStream {
     /// Seconds from the call to its first content chunk.
     #[getter]
     fn time_to_first_token(&self) -> Option<f64> {
-        self.driver.try_lock().ok()?.time_to_first_token
+        self.driver.try_lock().ok()?.core.time_to_first_token()
     }
 }

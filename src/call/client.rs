@@ -1,0 +1,131 @@
+//! What a client holds for its calls, whatever face made it: its
+//! providers, the secrets of its proxy, the state calls share, and the
+//! calls busy at each pool member (a pool's `least_busy`), here and, with a
+//! fleet-wide state, in the other processes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::state_key::StateKey;
+use crate::engine::{FleetState, SharedState};
+use crate::providers::ProviderConfig;
+
+/// What a client holds for its calls, whatever face made it.
+pub struct Client {
+    pub providers: Vec<ProviderConfig>,
+    /// What a proxy's URL holds of credentials: removed from every answer,
+    /// as keys are.
+    pub proxy_secrets: Vec<String>,
+    /// What calls share: cooldowns, the retry budget, pools' busy counts.
+    pub state: Arc<dyn SharedState>,
+    busy: Busy,
+}
+
+impl Client {
+    pub fn new(
+        providers: Vec<ProviderConfig>,
+        proxy_secrets: Vec<String>,
+        state: Arc<dyn SharedState>,
+    ) -> Self {
+        let busy = Busy::new(&providers);
+        Self {
+            providers,
+            proxy_secrets,
+            state,
+            busy,
+        }
+    }
+
+    /// The cooldowns of this client's providers running at `now`, by the
+    /// part of their state key a caller is shown (a fleet's state holds
+    /// every app's: these are its providers', for their models or a call's
+    /// own `model=`).
+    pub fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
+        self.state
+            .cooldowns(now)
+            .into_iter()
+            .filter_map(|(key, left)| {
+                let key = StateKey::parse(&key)?;
+                let mine = self.providers.iter().any(|config| key.is_of(config));
+                mine.then_some((key.shown, left))
+            })
+            .collect()
+    }
+
+    /// How to order a pool's members (client indexes, in chain order),
+    /// least busy first: each one's calls in flight, here and in the fleet,
+    /// then its place in this turn of the rotation (which breaks ties).
+    pub(super) fn least_busy_ranks(&self, members: &[usize]) -> Vec<(u64, usize)> {
+        let n = members.len();
+        let turn = self.busy.next_turn(n);
+        members
+            .iter()
+            .enumerate()
+            .map(|(pos, &provider)| (self.busy.load(&*self.state, provider), (pos + n - turn) % n))
+            .collect()
+    }
+}
+
+struct Busy {
+    /// Calls of this process busy at each provider.
+    counts: Vec<AtomicUsize>,
+    /// Turns taken, to break ties between equally busy members in rotation.
+    turn: AtomicUsize,
+    /// Each provider's key in the fleet's busy counts.
+    keys: Vec<String>,
+}
+
+impl Busy {
+    fn new(providers: &[ProviderConfig]) -> Self {
+        Self {
+            counts: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
+            turn: AtomicUsize::new(0),
+            keys: providers
+                .iter()
+                .map(|c| StateKey::member(c).render())
+                .collect(),
+        }
+    }
+
+    /// The next turn among `n` members.
+    fn next_turn(&self, n: usize) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed) % n.max(1)
+    }
+
+    /// Calls busy at `provider`, here and elsewhere in the fleet. Noting a
+    /// zero says this process orders this pool, so the fleet's counts are
+    /// read from now on.
+    fn load(&self, state: &(impl FleetState + ?Sized), provider: usize) -> u64 {
+        let key = &self.keys[provider];
+        state.note_busy(key, 0);
+        let here = self.counts[provider].load(Ordering::Relaxed) as u64;
+        here + state.busy_elsewhere(key)
+    }
+}
+
+/// A call that chose a pool member first, counted as busy at it while the
+/// call lives (a stream: until it is closed).
+pub struct Reservation {
+    client: Arc<Client>,
+    provider: usize,
+}
+
+impl Reservation {
+    pub(super) fn take(client: &Arc<Client>, provider: usize) -> Self {
+        client.busy.counts[provider].fetch_add(1, Ordering::Relaxed);
+        client.state.note_busy(&client.busy.keys[provider], 1);
+        Self {
+            client: Arc::clone(client),
+            provider,
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let busy = &self.client.busy;
+        busy.counts[self.provider].fetch_sub(1, Ordering::Relaxed);
+        self.client.state.note_busy(&busy.keys[self.provider], -1);
+    }
+}

@@ -1,0 +1,112 @@
+//! Where an attempt's key comes from: fixed in the provider's config, or
+//! asked of a source (a face's callable) for each attempt.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use crate::engine::{CallError, CallFailure, Failure};
+use crate::providers::ProviderConfig;
+
+/// Why a key source gave no key.
+pub enum NoKey {
+    /// This attempt fails (an auth failure of this provider's: another
+    /// provider has its own key).
+    Failed(Failure),
+    /// The source ended the call through its interrupter: the attempt
+    /// must not go on (the interrupt wins).
+    Ended,
+}
+
+/// One attempt's request for a key.
+pub struct KeyAsk<'a> {
+    /// Position of the provider in the call's chain.
+    pub position: usize,
+    /// Index of the provider among the client's.
+    pub provider: usize,
+    /// The provider as the call uses it.
+    pub config: &'a ProviderConfig,
+    /// What the request holds of secrets (to redact from any message).
+    pub secrets: &'a [String],
+}
+
+/// Where a client's keys come from, for one call.
+pub trait KeySource: Sync {
+    /// The keys the source of the client's provider `provider` gave
+    /// lately, when its key is asked for at each attempt; `None`: its key
+    /// is fixed in its config (or it has none).
+    fn asked(&self, provider: usize) -> Option<&RecentKeys>;
+    /// The key for one attempt. It runs outside the attempt's timeout: a
+    /// slow token fetch delays the attempt.
+    fn key(&self, ask: KeyAsk<'_>) -> Result<String, NoKey>;
+}
+
+/// Every key fixed in its provider's config.
+pub struct FixedKeys;
+
+impl KeySource for FixedKeys {
+    fn asked(&self, _provider: usize) -> Option<&RecentKeys> {
+        None
+    }
+
+    fn key(&self, ask: KeyAsk<'_>) -> Result<String, NoKey> {
+        Ok(ask.config.api_key.clone().unwrap_or_default())
+    }
+}
+
+/// The last keys a key source gave, redacted with the current one: a
+/// provider may echo an expired one.
+#[derive(Default)]
+pub struct RecentKeys(Mutex<VecDeque<String>>);
+
+impl RecentKeys {
+    /// How many keys are kept: enough for a token rotated while calls were
+    /// in flight, few enough that every echo is searched for them cheaply.
+    const KEPT: usize = 8;
+
+    /// Notes `key` and returns the keys kept, it included.
+    pub fn remember(&self, key: &str) -> Vec<String> {
+        let mut keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !keys.iter().any(|k| k == key) {
+            if keys.len() == Self::KEPT {
+                keys.pop_front();
+            }
+            keys.push_back(key.to_string());
+        }
+        keys.iter().cloned().collect()
+    }
+}
+
+/// What each chain member's key source raised at its latest attempt
+/// (nothing once it gave a key), by position: the error a call raises for
+/// that attempt carries it as its cause.
+pub struct KeyErrors<E>(Mutex<Vec<Option<E>>>);
+
+impl<E> Default for KeyErrors<E> {
+    fn default() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+}
+
+impl<E> KeyErrors<E> {
+    pub fn set(&self, position: usize, error: Option<E>) {
+        let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.len() <= position {
+            slots.resize_with(position + 1, || None);
+        }
+        slots[position] = error;
+    }
+
+    /// `read` of the error behind `failure`, when its last attempt failed
+    /// in the key source.
+    pub fn cause_of<T>(&self, failure: &CallFailure, read: impl FnOnce(&E) -> T) -> Option<T> {
+        let failed = match &failure.error {
+            CallError::Provider(failed) => failed,
+            CallError::Deadline {
+                last: Some(failed), ..
+            } => failed,
+            _ => return None,
+        };
+        let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(failed.provider)?.as_ref().map(read)
+    }
+}

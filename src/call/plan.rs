@@ -1,0 +1,162 @@
+//! A call's chain as the call uses it, made once per call: each provider
+//! with the model the job asks for, its state key, and why it cannot serve
+//! the job, if it cannot.
+
+use std::sync::Arc;
+
+use super::client::{Client, Reservation};
+use super::state_key::StateKey;
+use crate::engine::{self, CallFailure, ProviderSlot};
+use crate::providers::{self, Job, ProviderConfig};
+
+/// One call's providers, in the order it tries them.
+pub struct Plan {
+    client: Arc<Client>,
+    members: Vec<Member>,
+}
+
+struct Member {
+    /// Index into the client's providers.
+    provider: usize,
+    /// The provider with the model the job asks for (a per-call `model=`,
+    /// an embedding model), which errors and events name; `None`: as
+    /// configured.
+    own_model: Option<ProviderConfig>,
+    /// Its [`StateKey`], rendered.
+    state_key: String,
+    /// Why it cannot serve the job.
+    unable: Option<String>,
+}
+
+impl Plan {
+    /// `chain` (indexes into `client`'s providers) for `job`.
+    pub fn new(client: Arc<Client>, chain: &[usize], job: &Job) -> Self {
+        let members = chain
+            .iter()
+            .map(|&provider| {
+                let config = &client.providers[provider];
+                let model = providers::job_model(config, job);
+                let own_model = (model != config.model).then(|| ProviderConfig {
+                    model: model.to_string(),
+                    ..config.clone()
+                });
+                let unable = providers::unable_for(own_model.as_ref().unwrap_or(config), job);
+                Member {
+                    provider,
+                    own_model,
+                    state_key: StateKey::of(config, job).render(),
+                    unable,
+                }
+            })
+            .collect();
+        Self { client, members }
+    }
+
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The client's index of chain member `position`.
+    pub fn provider(&self, position: usize) -> usize {
+        self.members[position].provider
+    }
+
+    /// Chain member `position` as the job uses it.
+    pub fn config(&self, position: usize) -> &ProviderConfig {
+        let member = &self.members[position];
+        member
+            .own_model
+            .as_ref()
+            .unwrap_or(&self.client.providers[member.provider])
+    }
+
+    /// Every member as the job uses it, in order.
+    pub fn configs(&self) -> Vec<&ProviderConfig> {
+        (0..self.len()).map(|i| self.config(i)).collect()
+    }
+
+    /// Why chain member `position` cannot serve the job, if it cannot.
+    pub fn unable(&self, position: usize) -> Option<&str> {
+        self.members[position].unable.as_deref()
+    }
+
+    /// Chain member `position`'s rendered state key.
+    pub fn state_key(&self, position: usize) -> &str {
+        &self.members[position].state_key
+    }
+
+    /// What the engine needs of each member.
+    pub fn slots(&self) -> Vec<ProviderSlot<'_>> {
+        (0..self.len())
+            .map(|i| ProviderSlot {
+                overloaded_statuses: &self.config(i).overloaded_statuses,
+                state_key: self.state_key(i),
+                unable: self.unable(i),
+            })
+            .collect()
+    }
+
+    /// The failure of a call no member can serve, known before anything is
+    /// sent (a stream says it when it is made, as a whole call does).
+    pub fn unserved(&self) -> Option<CallFailure> {
+        let unable: Vec<Option<&str>> = (0..self.len()).map(|i| self.unable(i)).collect();
+        engine::unserved(&unable)
+    }
+
+    /// For an embeddings call in which nobody can embed, why each cannot: it
+    /// would fail after no request at all, so it is the caller's
+    /// configuration, said at once.
+    pub fn none_can_embed(&self, job: &Job) -> Option<String> {
+        if !matches!(job, Job::Embed(_)) || self.members.iter().any(|m| m.unable.is_none()) {
+            return None;
+        }
+        let reasons: Vec<&str> = self
+            .members
+            .iter()
+            .filter_map(|m| m.unable.as_deref())
+            .collect();
+        Some(format!(
+            "no provider in the chain can embed: {}",
+            reasons.join("; ")
+        ))
+    }
+
+    /// Puts each `least_busy` pool's members (each group: client indexes,
+    /// contiguous in the chain) in order of the calls busy at them, ties in
+    /// rotation, and reserves the first of each.
+    pub fn order_least_busy(&mut self, groups: &[Vec<usize>]) -> Vec<Reservation> {
+        let mut reservations = Vec::new();
+        for group in groups {
+            let Some(start) = self
+                .members
+                .iter()
+                .position(|m| group.contains(&m.provider))
+            else {
+                continue;
+            };
+            let end = (start + group.len()).min(self.members.len());
+            let members: Vec<usize> = self.members[start..end]
+                .iter()
+                .map(|m| m.provider)
+                .collect();
+            let ranks = self.client.least_busy_ranks(&members);
+            let n = members.len();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_unstable_by_key(|&pos| ranks[pos]);
+            let mut pool: Vec<Option<Member>> = self.members.drain(start..end).map(Some).collect();
+            let ordered: Vec<Member> = order.iter().filter_map(|&pos| pool[pos].take()).collect();
+            self.members.splice(start..start, ordered);
+            let first = self.members[start].provider;
+            reservations.push(Reservation::take(&self.client, first));
+        }
+        reservations
+    }
+}

@@ -1,0 +1,73 @@
+//! A provider's key in the shared state: written by [`StateKey::render`],
+//! read back by [`StateKey::parse`], one rule for both.
+
+use crate::providers::{self, Job, ProviderConfig};
+
+/// Where a provider's cooldowns and budget are kept: the part shown to the
+/// caller (`cooldowns()`) and the model the call asks for. Apps sharing a
+/// fleet state and a provider name but not its model do not cool each
+/// other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateKey {
+    /// The provider's name; `name/model` when a call names another model
+    /// than the provider's (a typo cools only that model); `name:embeddings`
+    /// for embeddings (an embeddings 404 never stops chat).
+    pub shown: String,
+    pub model: String,
+}
+
+impl StateKey {
+    /// Between the shown part and the model in a rendered key.
+    const SEPARATOR: char = '|';
+    const EMBEDDINGS: &'static str = ":embeddings";
+
+    /// `config`'s key for `job`.
+    pub fn of(config: &ProviderConfig, job: &Job) -> Self {
+        let model = providers::job_model(config, job).to_string();
+        let shown = match job {
+            Job::Embed(_) => format!("{}{}", config.name, Self::EMBEDDINGS),
+            Job::Chat(request) | Job::Stream(request) => match &request.model {
+                Some(model) if *model != config.model => format!("{}/{model}", config.name),
+                _ => config.name.clone(),
+            },
+        };
+        Self { shown, model }
+    }
+
+    /// A pool member's key in the fleet's busy counts: its name and model.
+    pub fn member(config: &ProviderConfig) -> Self {
+        Self {
+            shown: config.name.clone(),
+            model: config.model.clone(),
+        }
+    }
+
+    pub fn render(&self) -> String {
+        format!("{}{}{}", self.shown, Self::SEPARATOR, self.model)
+    }
+
+    /// A rendered key read back; `None` for a key not written by `render`.
+    pub fn parse(key: &str) -> Option<Self> {
+        let (shown, model) = key.split_once(Self::SEPARATOR)?;
+        Some(Self {
+            shown: shown.to_string(),
+            model: model.to_string(),
+        })
+    }
+
+    /// Whether this is a key `config` writes (for its model, its embedding
+    /// model, or a call's own `model=`).
+    pub fn is_of(&self, config: &ProviderConfig) -> bool {
+        let name = config.name.as_str();
+        if self.shown == name {
+            self.model == config.model
+        } else if self.shown.strip_suffix(Self::EMBEDDINGS) == Some(name) {
+            self.model == config.embedding_model.as_deref().unwrap_or(&config.model)
+        } else {
+            // A call's own model=: the key names it.
+            self.shown
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('/'))
+        }
+    }
+}

@@ -1,0 +1,707 @@
+//! The call layer driven over the real HTTP path: a `ReqwestTransport`
+//! against the scripted `testing::MockServer`, under a `ManualClock` (every
+//! sleep moves it at once, and is recorded).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::engine::RetryPolicy;
+use crate::engine::{Event, LocalState, ManualClock};
+use crate::http::{ReqwestTransport, TransportOptions};
+use crate::providers::{ChatRequest, EmbedRequest, Wire};
+use crate::providers::{Job, ProviderConfig};
+use crate::stream::Chunk;
+use crate::testing::{Fault, MockServer, ScriptedResponse};
+
+fn provider(name: &str, base_url: &str) -> ProviderConfig {
+    ProviderConfig {
+        name: name.into(),
+        wire: Wire::OpenAI,
+        model: "m-1".into(),
+        base_url: base_url.into(),
+        api_key: Some("sk-fixed".into()),
+        headers: Vec::new(),
+        overloaded_statuses: vec![503],
+        max_tokens_field: "max_tokens".into(),
+        params: None,
+        embedding_model: Some("e-1".into()),
+        embeds: true,
+        dimensions_field: "dimensions".into(),
+        embed_base64: false,
+        stream_usage: false,
+        entra_token: false,
+        seed_field: "seed".into(),
+        mistral_rules: false,
+    }
+}
+
+fn client(providers: Vec<ProviderConfig>) -> Arc<Client> {
+    Arc::new(Client::new(
+        providers,
+        Vec::new(),
+        Arc::new(LocalState::new()),
+    ))
+}
+
+fn chat(model: Option<&str>) -> ChatRequest {
+    ChatRequest {
+        messages: crate::conversation::parse_messages(&[serde_json::json!({
+            "role": "user", "content": "hi"
+        })])
+        .unwrap(),
+        model: model.map(String::from),
+        ..Default::default()
+    }
+}
+
+fn call(client: &Arc<Client>, job: Job, chain: &[usize]) -> Call<ManualClock, String> {
+    let (_, interrupted) = interrupt();
+    call_with(client, job, chain, interrupted)
+}
+
+fn call_with(
+    client: &Arc<Client>,
+    job: Job,
+    chain: &[usize],
+    interrupted: Interrupted<String>,
+) -> Call<ManualClock, String> {
+    Call {
+        call_id: "c0ffee".into(),
+        plan: Plan::new(Arc::clone(client), chain, &job),
+        job,
+        policy: RetryPolicy::default(),
+        timeout: Duration::from_secs(10),
+        deadline: None,
+        transport: ReqwestTransport::new(&TransportOptions::default()).unwrap(),
+        clock: ManualClock::new(),
+        idempotency_key: None,
+        interrupted,
+        reservations: Vec::new(),
+    }
+}
+
+/// The events a call sent, as words.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<String>>);
+
+impl CallEvents for Recorded {
+    fn engine(&self, event: &Event, plan: &Plan) {
+        let what = match event {
+            Event::RetryScheduled { provider, .. } => {
+                format!("retry {}", plan.config(*provider).name)
+            }
+            Event::FailedOver { to_provider, .. } => {
+                format!("failover to {}", plan.config(*to_provider).name)
+            }
+            Event::Skipped { provider, .. } => format!("skipped {}", plan.config(*provider).name),
+        };
+        self.0.lock().unwrap().push(what);
+    }
+
+    fn debug(&self, _call_id: &str, text: &str) {
+        self.0.lock().unwrap().push(format!("debug {text}"));
+    }
+
+    fn notice(&self, text: &str) {
+        self.0.lock().unwrap().push(format!("notice {text}"));
+    }
+}
+
+fn ok_chat(text: &str) -> ScriptedResponse {
+    let mut response = ScriptedResponse::new(200);
+    response.body = serde_json::to_vec(&serde_json::json!({
+        "id": "r1", "model": "m-1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+    }))
+    .unwrap();
+    response
+}
+
+fn rate_limited(seconds: &str) -> ScriptedResponse {
+    let mut response = ScriptedResponse::new(429);
+    response.headers = vec![("retry-after".into(), seconds.into())];
+    response.body = br#"{"error": {"message": "slow down", "type": "rate_limit"}}"#.to_vec();
+    response
+}
+
+fn sse(events: &[&str], fault: Option<Fault>) -> ScriptedResponse {
+    let mut response = ScriptedResponse::new(200);
+    response.sse = Some(events.iter().map(|e| e.to_string()).collect());
+    response.fault = fault;
+    response
+}
+
+fn delta(text: &str) -> String {
+    format!(r#"data: {{"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}"#)
+}
+
+fn header<'a>(request: &'a crate::testing::RecordedRequest, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn server() -> MockServer {
+    MockServer::start(&tokio::runtime::Handle::current()).unwrap()
+}
+
+#[test]
+fn a_state_key_renders_and_parses_back() {
+    let config = provider("openai", "http://127.0.0.1:9/v1");
+    let plain = StateKey::of(&config, &Job::Chat(chat(None)));
+    assert_eq!(plain.render(), "openai|m-1");
+    let own = StateKey::of(&config, &Job::Stream(chat(Some("m-2"))));
+    assert_eq!(own.render(), "openai/m-2|m-2");
+    // The provider's own model named by the call is the provider's key.
+    assert_eq!(StateKey::of(&config, &Job::Chat(chat(Some("m-1")))), plain);
+    let embed = StateKey::of(&config, &Job::Embed(EmbedRequest::default()));
+    assert_eq!(embed.render(), "openai:embeddings|e-1");
+    for key in [&plain, &own, &embed] {
+        assert_eq!(StateKey::parse(&key.render()).as_ref(), Some(key));
+        assert!(key.is_of(&config), "{key:?}");
+    }
+    assert_eq!(StateKey::parse("openai"), None);
+    // Another app's provider of the same name but another model is not ours.
+    let theirs = StateKey::parse("openai|m-9").unwrap();
+    assert!(!theirs.is_of(&config));
+    assert!(!StateKey::parse("openai:embeddings|m-1")
+        .unwrap()
+        .is_of(&config));
+    assert!(!StateKey::parse("openaix/m-2|m-2").unwrap().is_of(&config));
+    assert_eq!(StateKey::member(&config).render(), "openai|m-1");
+}
+
+#[test]
+fn cooldowns_show_only_this_clients_keys() {
+    let client = client(vec![provider("a", "http://127.0.0.1:9/v1")]);
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    let until = now + Duration::from_secs(30);
+    client.state.engine().cool("a|m-1", now, until, "x");
+    client.state.engine().cool("a/m-2|m-2", now, until, "x");
+    client.state.engine().cool("a|other", now, until, "x");
+    client.state.engine().cool("b|m-1", now, until, "x");
+    let shown: Vec<String> = client.cooldowns(now).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(shown, ["a/m-2", "a"]);
+}
+
+#[test]
+fn least_busy_orders_by_calls_in_flight_and_a_reservation_ends_with_its_call() {
+    let url = "http://127.0.0.1:9/v1";
+    let client = client(vec![
+        provider("a", url),
+        provider("b", url),
+        provider("z", url),
+    ]);
+    let job = Job::Chat(chat(None));
+    let order = |plan: &Plan| -> Vec<usize> { (0..plan.len()).map(|i| plan.provider(i)).collect() };
+    let pool = vec![vec![0, 1]];
+    let ordered = || {
+        let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
+        let reservations = plan.order_least_busy(&pool);
+        assert_eq!(reservations.len(), 1);
+        (order(&plan), reservations, plan)
+    };
+    // Nobody busy: the rotation's turn decides (turn 0 of 2: the first).
+    let (first, a, _) = ordered();
+    assert_eq!(first, [0, 1, 2]);
+    // Turn 1 puts the second first (and it is idle).
+    let (second, b, _) = ordered();
+    assert_eq!(second, [1, 0, 2]);
+    drop(b);
+    // Turn 0 would put the first first, but a call is still busy there and
+    // none at the second any more: the second.
+    let (third, c, plan) = ordered();
+    assert_eq!(third, [1, 0, 2]);
+    // Each member carries its own state key and config through the reorder.
+    assert_eq!(plan.state_key(0), "b|m-1");
+    assert_eq!(plan.config(0).name, "b");
+    assert_eq!(plan.state_key(1), "a|m-1");
+    drop(a);
+    // Turn 1 would put the second first, but the third call is still busy
+    // there: the first (whose call has ended).
+    assert_eq!(ordered().0, [0, 1, 2]);
+    drop(c);
+    // Every call ended: the rotation alone again (turn 0, then turn 1).
+    assert_eq!(ordered().0, [0, 1, 2]);
+    assert_eq!(ordered().0, [1, 0, 2]);
+}
+
+#[test]
+fn an_embeddings_chain_nobody_can_embed_says_why() {
+    let url = "http://127.0.0.1:9/v1";
+    let mut none = provider("n", url);
+    none.embeds = false;
+    let client = client(vec![none.clone(), provider("y", url)]);
+    let job = Job::Embed(EmbedRequest::default());
+    let alone = Plan::new(Arc::clone(&client), &[0], &job);
+    let why = alone.none_can_embed(&job).unwrap();
+    assert!(
+        why.starts_with("no provider in the chain can embed: "),
+        "{why}"
+    );
+    assert!(why.contains('n'), "{why}");
+    assert!(Plan::new(Arc::clone(&client), &[0, 1], &job)
+        .none_can_embed(&job)
+        .is_none());
+    // A chat call is the engine's to refuse (Unserved), not this rule's.
+    let chat_job = Job::Chat(chat(None));
+    assert!(Plan::new(client, &[0], &chat_job)
+        .none_can_embed(&chat_job)
+        .is_none());
+}
+
+#[tokio::test]
+async fn the_idempotency_key_is_the_same_on_every_retry_and_the_retry_count_counts_up() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    server.push(rate_limited("1")).unwrap();
+    server.push(rate_limited("2")).unwrap();
+    server.push(ok_chat("hello")).unwrap();
+    let mut call = call(&client, Job::Chat(chat(None)), &[0]);
+    let events = Recorded::default();
+    let success = call.run(&FixedKeys, &events, None).await.unwrap().unwrap();
+    assert_eq!(success.attempts.len(), 3);
+    assert_eq!(
+        call.clock.sleeps(),
+        [Duration::from_secs(1), Duration::from_secs(2)]
+    );
+    let requests = server.requests();
+    let keys: Vec<_> = requests
+        .iter()
+        .map(|r| header(r, "idempotency-key"))
+        .collect();
+    assert_eq!(keys, [Some("failover-c0ffee-0"); 3]);
+    let counts: Vec<_> = requests
+        .iter()
+        .map(|r| header(r, "x-retry-count"))
+        .collect();
+    assert_eq!(counts, [Some("0"), Some("1"), Some("2")]);
+    assert_eq!(
+        header(&requests[0], "authorization"),
+        Some("Bearer sk-fixed")
+    );
+    assert_eq!(*events.0.lock().unwrap(), ["retry a", "retry a"]);
+}
+
+#[tokio::test]
+async fn a_header_the_caller_set_wins_over_the_calls_own() {
+    let server = server();
+    let mut config = provider("a", &format!("{}/v1", server.url()));
+    config.headers = vec![("X-Retry-Count".into(), "mine".into())];
+    let client = client(vec![config]);
+    server.push(ok_chat("hello")).unwrap();
+    let mut call = call(&client, Job::Chat(chat(None)), &[0]);
+    call.idempotency_key = Some("caller-key".into());
+    call.run(&FixedKeys, &Recorded::default(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    let requests = server.requests();
+    assert_eq!(header(&requests[0], "idempotency-key"), Some("caller-key"));
+    assert_eq!(header(&requests[0], "x-retry-count"), Some("mine"));
+}
+
+/// A key source that hands out numbered keys and counts how often it was asked.
+#[derive(Default)]
+struct Rotating {
+    recent: RecentKeys,
+    asked: AtomicUsize,
+}
+
+impl KeySource for Rotating {
+    fn asked(&self, _provider: usize) -> Option<&RecentKeys> {
+        Some(&self.recent)
+    }
+
+    fn key(&self, _ask: KeyAsk<'_>) -> Result<String, NoKey> {
+        let n = self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(format!("sk-rotated-{n}"))
+    }
+}
+
+#[tokio::test]
+async fn each_request_is_built_once_per_run_and_a_key_source_is_asked_at_each_attempt() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    server.push(rate_limited("1")).unwrap();
+    server.push(ok_chat("hello")).unwrap();
+    let mut call = call(&client, Job::Chat(chat(None)), &[0]);
+    let keys = Rotating::default();
+    run::BUILT.with(|built| built.set(0));
+    call.run(&keys, &Recorded::default(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run::BUILT.with(|built| built.get()), 1);
+    assert_eq!(keys.asked.load(Ordering::SeqCst), 2);
+    let requests = server.requests();
+    let auth: Vec<_> = requests
+        .iter()
+        .map(|r| header(r, "authorization"))
+        .collect();
+    assert_eq!(
+        auth,
+        [Some("Bearer sk-rotated-0"), Some("Bearer sk-rotated-1")]
+    );
+    // The same bytes went out twice.
+    assert_eq!(requests[0].body, requests[1].body);
+}
+
+/// A key source that ends the call through its interrupter.
+struct Ending {
+    interrupter: Interrupter<String>,
+    /// What the attempt is told after the call is ended.
+    then: fn() -> NoKey,
+}
+
+impl KeySource for Ending {
+    fn asked(&self, _provider: usize) -> Option<&RecentKeys> {
+        static RECENT: std::sync::OnceLock<RecentKeys> = std::sync::OnceLock::new();
+        Some(RECENT.get_or_init(RecentKeys::default))
+    }
+
+    fn key(&self, _ask: KeyAsk<'_>) -> Result<String, NoKey> {
+        self.interrupter.raise("ended by the key source".into());
+        Err((self.then)())
+    }
+}
+
+#[tokio::test]
+async fn the_interrupt_wins_even_when_the_engine_finishes_in_the_same_poll() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    for then in [
+        // The engine gives up at once (an auth failure on the only
+        // provider, no await in between): the interrupt still wins.
+        (|| {
+            NoKey::Failed(crate::engine::Failure::without_response(
+                crate::engine::ErrorKind::Auth,
+                "no key".to_string(),
+            ))
+        }) as fn() -> NoKey,
+        // The attempt never completes: the interrupt ends the run.
+        || NoKey::Ended,
+    ] {
+        let (interrupter, interrupted) = interrupt();
+        let mut call = call_with(&client, Job::Chat(chat(None)), &[0], interrupted);
+        let keys = Ending { interrupter, then };
+        let events = Recorded::default();
+        let ended = call.run(&keys, &events, None).await;
+        assert_eq!(ended.err().as_deref(), Some("ended by the key source"));
+    }
+    assert!(server.requests().is_empty(), "nothing is sent");
+}
+
+#[tokio::test]
+async fn a_restart_counts_the_retries_before_the_cut_and_the_answer_has_every_attempt() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    server.push(rate_limited("1")).unwrap();
+    server
+        .push(sse(
+            &[&delta("Hel"), &delta("lo")],
+            Some(Fault::CutAfterEvents(1)),
+        ))
+        .unwrap();
+    server
+        .push(sse(&[&delta("Hello"), &delta("!"), "data: [DONE]"], None))
+        .unwrap();
+    let mut driver = StreamDriver::new(call(&client, Job::Stream(chat(None)), &[0]), true);
+    let events = Recorded::default();
+    let mut chunks = Vec::new();
+    loop {
+        match driver.next(&FixedKeys, &events).await {
+            Ok(Step::Chunks(got)) => chunks.extend(got),
+            Ok(Step::End) => break,
+            Err(_) => panic!("the restart should have succeeded"),
+        }
+    }
+    let texts: Vec<String> = chunks
+        .iter()
+        .map(|c| match c {
+            Chunk::Text(t) => t.clone(),
+            Chunk::Restart { discarded, .. } => format!("<restart: {discarded}>"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["Hel", "<restart: Hel>", "Hello", "!"]);
+    let requests = server.requests();
+    let keys: Vec<_> = requests
+        .iter()
+        .map(|r| header(r, "idempotency-key"))
+        .collect();
+    assert_eq!(keys, [Some("failover-c0ffee-0"); 3]);
+    let counts: Vec<_> = requests
+        .iter()
+        .map(|r| header(r, "x-retry-count"))
+        .collect();
+    assert_eq!(counts, [Some("0"), Some("1"), Some("2")]);
+    let response = driver.take_response().unwrap();
+    assert_eq!(response.chat.text, "Hello!");
+    assert_eq!(response.provider, 0);
+    let attempts: Vec<_> = response
+        .attempts
+        .iter()
+        .map(|a| (a.status, a.kind))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (Some(429), Some(crate::engine::ErrorKind::RateLimited)),
+            (Some(200), Some(crate::engine::ErrorKind::Connection)),
+            (Some(200), None),
+        ]
+    );
+    assert!(driver.time_to_first_token().is_some());
+    assert!(driver.take_response().is_none(), "taken once");
+}
+
+#[tokio::test]
+async fn a_cut_without_restart_is_an_interruption_with_the_broken_attempt_last() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    server
+        .push(sse(
+            &[&delta("Hel"), &delta("lo")],
+            Some(Fault::CutAfterEvents(1)),
+        ))
+        .unwrap();
+    let mut driver = StreamDriver::new(call(&client, Job::Stream(chat(None)), &[0]), false);
+    let events = Recorded::default();
+    let Ok(Step::Chunks(first)) = driver.next(&FixedKeys, &events).await else {
+        panic!("the first chunk comes");
+    };
+    assert_eq!(first.len(), 1);
+    let Err(StreamEnd::Interrupted(broken)) = driver.next(&FixedKeys, &events).await else {
+        panic!("the cut is an interruption");
+    };
+    assert_eq!(broken.partial_text, "Hel");
+    assert_eq!(broken.provider, 0);
+    let attempts: Vec<_> = broken.attempts.iter().map(|a| (a.status, a.kind)).collect();
+    assert_eq!(attempts, [(Some(200), Some(broken.failure.kind))]);
+    assert_eq!(server.requests().len(), 1);
+    assert!(matches!(
+        driver.next(&FixedKeys, &events).await,
+        Ok(Step::End)
+    ));
+}
+
+#[tokio::test]
+async fn a_failed_restart_keeps_every_attempt_and_the_restarts_failure() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    server
+        .push(sse(
+            &[&delta("Hel"), &delta("lo")],
+            Some(Fault::CutAfterEvents(1)),
+        ))
+        .unwrap();
+    let mut bad = ScriptedResponse::new(400);
+    bad.body = br#"{"error": {"message": "no", "type": "invalid_request_error"}}"#.to_vec();
+    server.push(bad).unwrap();
+    let mut driver = StreamDriver::new(call(&client, Job::Stream(chat(None)), &[0]), true);
+    let events = Recorded::default();
+    assert!(matches!(
+        driver.next(&FixedKeys, &events).await,
+        Ok(Step::Chunks(_))
+    ));
+    let Err(StreamEnd::RestartFailed {
+        interruption,
+        restart,
+    }) = driver.next(&FixedKeys, &events).await
+    else {
+        panic!("the restart fails");
+    };
+    assert_eq!(interruption.partial_text, "Hel");
+    let statuses: Vec<_> = interruption.attempts.iter().map(|a| a.status).collect();
+    assert_eq!(statuses.last(), Some(&Some(400)));
+    assert_eq!(restart.attempts.last().map(|a| a.status), Some(Some(400)));
+    let counts: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| header(r, "x-retry-count").map(String::from))
+        .collect();
+    assert_eq!(counts, [Some("0".to_string()), Some("1".to_string())]);
+}
+
+/// A shared state whose first read never ends (a fleet store that does not
+/// answer) and that has a notice for the caller: in process otherwise.
+#[derive(Debug, Default)]
+struct Unanswering {
+    local: LocalState,
+    noticed: Mutex<bool>,
+}
+
+impl crate::engine::EngineState for Unanswering {
+    fn cooling(&self, key: &str, now: std::time::SystemTime) -> Option<crate::engine::Cooling> {
+        self.local.cooling(key, now)
+    }
+    fn cool(&self, key: &str, now: std::time::SystemTime, until: std::time::SystemTime, why: &str) {
+        self.local.cool(key, now, until, why)
+    }
+    fn failures_in_a_row(&self, key: &str) -> u32 {
+        self.local.failures_in_a_row(key)
+    }
+    fn epoch(&self) -> u64 {
+        self.local.epoch()
+    }
+    fn recover(&self, key: &str, sent: u64) {
+        self.local.recover(key, sent)
+    }
+    fn note_call(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        budget: &crate::engine::RetryBudget,
+    ) {
+        self.local.note_call(key, now, budget)
+    }
+    fn spend_retry(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        budget: &crate::engine::RetryBudget,
+        within: Option<Duration>,
+    ) -> bool {
+        self.local.spend_retry(key, now, budget, within)
+    }
+    fn half_open(&self, key: &str, now: std::time::SystemTime) -> Option<crate::engine::Cooling> {
+        self.local.half_open(key, now)
+    }
+    fn take_probe(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        lease: Duration,
+        within: Option<Duration>,
+    ) -> Option<u64> {
+        self.local.take_probe(key, now, lease, within)
+    }
+    fn probed(&self, key: &str, now: std::time::SystemTime) -> bool {
+        self.local.probed(key, now)
+    }
+    fn keep_probe(&self, key: &str, token: u64, now: std::time::SystemTime, lease: Duration) {
+        self.local.keep_probe(key, token, now, lease)
+    }
+    fn release_probe(&self, key: &str, token: u64) {
+        self.local.release_probe(key, token)
+    }
+}
+
+impl crate::engine::FleetState for Unanswering {
+    fn cooldowns(&self, now: std::time::SystemTime) -> Vec<(String, Duration)> {
+        self.local.cooldowns(now)
+    }
+    fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::pending())
+    }
+    fn take_notice(&self) -> Option<String> {
+        let mut noticed = self.noticed.lock().unwrap();
+        (!std::mem::replace(&mut *noticed, true)).then(|| "the store is away".to_string())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_state_that_does_not_settle_is_waited_for_half_the_deadline_then_its_notice_is_told() {
+    let mut none = provider("n", "http://127.0.0.1:9/v1");
+    none.embeds = false;
+    let state = Arc::new(Unanswering::default());
+    let client = Arc::new(Client::new(vec![none], Vec::new(), state));
+    // Nobody can serve it: nothing is sent, the run ends at once after the settle.
+    let mut call = call(&client, Job::Embed(EmbedRequest::default()), &[0]);
+    call.deadline = Some(Duration::from_secs(4));
+    let events = Recorded::default();
+    let began = tokio::time::Instant::now();
+    let failure = call
+        .run(&FixedKeys, &events, None)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(began.elapsed(), Duration::from_secs(2));
+    assert_eq!(failure.error, crate::engine::CallError::Unserved);
+    assert_eq!(*events.0.lock().unwrap(), ["notice the store is away"]);
+}
+
+#[tokio::test]
+async fn a_hint_a_provider_is_not_sent_is_noted_for_the_debug_log_before_the_run() {
+    let server = server();
+    let mut config = provider("claude", &format!("{}/v1", server.url()));
+    config.wire = Wire::Anthropic;
+    config.params =
+        Some(serde_json::json!({"thinking": {"type": "enabled", "budget_tokens": 1024}}));
+    let client = client(vec![config]);
+    let mut bad = ScriptedResponse::new(400);
+    bad.body = br#"{"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}"#
+        .to_vec();
+    server.push(bad).unwrap();
+    let mut request = chat(None);
+    request.temperature = Some(0.5);
+    request.max_tokens = Some(4096);
+    let mut call = call(&client, Job::Chat(request), &[0]);
+    let events = Recorded::default();
+    call.run(&FixedKeys, &events, None)
+        .await
+        .unwrap()
+        .unwrap_err();
+    let events = events.0.lock().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with("debug claude: temperature=0.5 not sent: "),
+        "{events:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn a_key_sources_error_is_the_cause_of_the_failure_at_its_provider_only() {
+    use crate::engine::{CallError, CallFailure, ErrorKind, Failure, ProviderFailure};
+    let errors = KeyErrors::<&str>::default();
+    errors.set(1, Some("token service down"));
+    let at = |provider| CallFailure {
+        error: CallError::Provider(ProviderFailure {
+            provider,
+            failure: Failure::without_response(ErrorKind::Auth, "no key".to_string()),
+            retry_after: None,
+        }),
+        attempts: Vec::new(),
+        reason: String::new(),
+    };
+    assert_eq!(errors.cause_of(&at(1), |e| *e), Some("token service down"));
+    assert_eq!(errors.cause_of(&at(0), |e| *e), None);
+    let deadline = CallFailure {
+        error: CallError::Deadline {
+            deadline: Duration::from_secs(1),
+            last: match at(1).error {
+                CallError::Provider(failed) => Some(failed),
+                _ => None,
+            },
+        },
+        ..at(1)
+    };
+    assert_eq!(
+        errors.cause_of(&deadline, |e| *e),
+        Some("token service down")
+    );
+    // A key given since: nothing to blame.
+    errors.set(1, None);
+    assert_eq!(errors.cause_of(&at(1), |e| *e), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_is_taken_once_and_nothing_ends_a_call_whose_interrupters_are_gone() {
+    let (interrupter, mut interrupted) = interrupt::<&str>();
+    interrupter.clone().raise("first");
+    interrupter.raise("second");
+    assert_eq!(interrupted.ended().await, "first");
+    assert_eq!(interrupted.take(), None);
+    let (interrupter, mut interrupted) = interrupt::<&str>();
+    drop(interrupter);
+    let waited = tokio::time::timeout(Duration::from_secs(60), interrupted.ended()).await;
+    assert!(waited.is_err(), "never ends");
+    assert_eq!(interrupted.take(), None);
+}
