@@ -11,11 +11,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use super::clock::CallClock;
-use super::convert::call_error;
 use super::errors::{configuration_error, internal_error};
 use super::events::EventTarget;
+use super::failures::call_error;
 use super::runtime::{runtime, Interrupt};
-use super::seam::{attempts_list, EmbeddingsData, ResponseData};
+use super::seam::{attempts_list, EmbeddingsData, KeySource, ResponseData};
 use crate::call::{self, KeyAsk, NoKey, RecentKeys};
 use crate::engine::{self, ErrorKind, Failure};
 use crate::http::ReqwestTransport;
@@ -23,15 +23,6 @@ use crate::providers::{self, Reply};
 
 /// How often a blocking call wakes to let Python handle Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Where a provider's key comes from.
-pub(super) enum KeySource {
-    /// Fixed when the client was built (or no key at all).
-    Fixed,
-    /// A Python callable, called for each attempt (rotating tokens), and
-    /// the keys it gave lately: a provider may echo an expired one.
-    Callable(Py<PyAny>, RecentKeys),
-}
 
 pub(super) struct Inner {
     /// Providers, proxy secrets, the shared state, pools' busy counts.

@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 
 use super::call::{block_on_interruptibly, run_call, Call, Face, Inner};
 use super::clock::CallClock;
-use super::convert::{json_from, list_from, text_arg};
 use super::errors::{configuration_error, failover_error, seconds};
 use super::events::EventTarget;
+use super::json::{json_from, list_from, text_arg};
 use super::runtime::{self, runtime, Interrupt};
 use super::seam::{optional_seconds, CallArgs, EmbedArgs, ProviderSpec, TransportSpec};
 use super::stream::NativeStream;

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_async_runtimes::TaskLocals;
 
-use super::convert::provider_error;
+use super::failures::provider_error;
 use super::runtime::Interrupt;
 use crate::call::{CallEvents, Plan};
 use crate::engine::Event;

@@ -6,10 +6,11 @@
 mod call;
 mod client;
 mod clock;
-mod convert;
 mod errors;
 mod events;
+mod failures;
 mod fleet;
+mod json;
 mod mock;
 mod runtime;
 mod seam;
@@ -59,7 +60,7 @@ fn key_header_name(wire: &str, entra_token: bool) -> Option<&'static str> {
 /// field follows, for options to check when given).
 #[pyfunction]
 fn json_problem(value: &Bound<'_, PyAny>) -> Option<String> {
-    convert::json_problem(value)
+    json::json_problem(value)
 }
 
 /// Why `name` cannot name a tool, or `None` (the rule the conversation

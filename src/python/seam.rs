@@ -11,13 +11,22 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString};
 
-use super::call::KeySource;
-use super::convert::json_from;
 use super::errors::{configuration_error, seconds};
+use super::json::json_from;
+use crate::call::RecentKeys;
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy};
 use crate::http::{TransportOptions, Verify};
 use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig, Wire};
+
+/// Where a provider's key comes from.
+pub enum KeySource {
+    /// Fixed when the client was built (or no key at all).
+    Fixed,
+    /// A Python callable, called for each attempt (rotating tokens), and
+    /// the keys it gave lately: a provider may echo an expired one.
+    Callable(Py<PyAny>, RecentKeys),
+}
 
 /// One configured provider (`failover._seam.ProviderSpec`), read by
 /// attribute straight into the engine's [`ProviderConfig`], with where its

@@ -11,8 +11,8 @@ use tokio::sync::{watch, Mutex};
 
 use super::call::{block_on_interruptibly, Call, CoreCall, Face, Inner};
 use super::clock::CallClock;
-use super::convert::provider_error;
 use super::errors::internal_error;
+use super::failures::provider_error;
 use super::runtime;
 use super::seam::{attempts_list, ResponseData, ToolCallData};
 use crate::call::{Interruption, Step, StreamDriver, StreamEnd};

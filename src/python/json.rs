@@ -1,14 +1,12 @@
-//! Conversions between Python values and the engine's: messages in, typed
-//! exceptions out.
+//! Python values into JSON: messages, tools, params and other call
+//! arguments, checked as they cross (a value JSON cannot carry is a
+//! `ConfigurationError` naming the argument).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use super::errors::{configuration_error, exceptions_attr};
-use super::seam::attempts_list;
-use crate::engine::{CallError, CallFailure, ProviderFailure};
-use crate::providers::ProviderConfig;
+use super::errors::configuration_error;
 
 /// An optional text argument: a `str` that UTF-8 can carry, or a
 /// `ConfigurationError` naming the argument.
@@ -105,62 +103,4 @@ fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
     Err(format!(
         "they may hold dict, list, str, int, float, bool and None, not {type_name}"
     ))
-}
-
-/// The typed Python exception for a provider's failure.
-pub fn provider_error(
-    py: Python<'_>,
-    failed: &ProviderFailure,
-    configs: &[&ProviderConfig],
-    attempts: Option<Py<PyList>>,
-) -> PyResult<Py<PyAny>> {
-    let (failure, config) = (&failed.failure, configs[failed.provider]);
-    let info = PyDict::new(py);
-    info.set_item("provider", &config.name)?;
-    info.set_item("model", &config.model)?;
-    info.set_item("status", failure.status)?;
-    info.set_item("request_id", failure.request_id.as_deref())?;
-    info.set_item("retry_after", failed.retry_after.map(|d| d.as_secs_f64()))?;
-    info.set_item("body", failure.body.as_deref())?;
-    info.set_item("attempts", attempts)?;
-    info.set_item("kind", failure.kind.as_str())?;
-    info.set_item("message", &failure.message)?;
-    let build = exceptions_attr(py, "_provider_error")?;
-    Ok(build.call((), Some(&info))?.unbind())
-}
-
-/// The exception a failed call raises, carrying its attempts.
-pub fn call_error(
-    py: Python<'_>,
-    failure: &CallFailure,
-    configs: &[&ProviderConfig],
-    call_id: &str,
-) -> PyResult<Py<PyAny>> {
-    let attempts = attempts_list(py, &failure.attempts, configs)?;
-    match &failure.error {
-        CallError::Provider(failed) => provider_error(py, failed, configs, Some(attempts)),
-        CallError::Unserved => {
-            let reasons: Vec<&str> = failure
-                .attempts
-                .iter()
-                .filter_map(|a| a.skipped.as_deref())
-                .collect();
-            let message = format!("no provider can serve this call: {}", reasons.join("; "));
-            let build = exceptions_attr(py, "_unserved_error")?;
-            Ok(build.call1((message, attempts))?.unbind())
-        }
-        CallError::Deadline { deadline, last } => {
-            let cause = last
-                .as_ref()
-                .map(|failed| provider_error(py, failed, configs, None))
-                .transpose()?;
-            let fields = PyDict::new(py);
-            fields.set_item("deadline", deadline.as_secs_f64())?;
-            fields.set_item("attempts", attempts)?;
-            fields.set_item("cause", cause)?;
-            fields.set_item("call_id", call_id)?;
-            let build = exceptions_attr(py, "_deadline_error")?;
-            Ok(build.call((), Some(&fields))?.unbind())
-        }
-    }
 }
