@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -263,8 +264,14 @@ def test_a_slow_key_callable_counts_against_the_deadline() -> None:
             {"p": failover.OpenAICompatible(model="m", base_url=server.url, api_key=slow_key)}
         )
         started = time.monotonic()
-        with pytest.raises(failover.DeadlineExceeded):
+        with pytest.raises(failover.DeadlineExceeded) as raised:
             client.prompt("Hi", deadline=2.0)
+        # What used the time is named, not the provider's silence.
+        assert re.search(
+            r"p: its api_key callable took the [12]\.\d{3}s left before the deadline; "
+            r"nothing was sent",
+            str(raised.value.__cause__),
+        ), raised.value.__cause__
         # Without the rule: 2.5 s of fetch, then an attempt. A bound, not a timing.
         assert time.monotonic() - started < 4.0
         # Nothing is sent past the deadline, however fast the server would answer.

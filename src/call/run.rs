@@ -153,6 +153,7 @@ impl<C: Clock, E> Call<C, E> {
                         Some(_) => base,
                     }
                 });
+                let asks_key = recent.is_some() && !providers::key_header_given(provider, built);
                 let sent = match recent {
                     None => Ok(built.clone()),
                     // The caller's own header under the key's name: the key is
@@ -189,7 +190,16 @@ impl<C: Clock, E> Call<C, E> {
                 });
                 // A key source runs before the attempt and cannot be cut
                 // short: the time it took is the attempt's.
+                let had = bounds.left;
                 let bounds = bounds.after(asked.elapsed());
+                // When it took all that was left, nothing is sent, and the
+                // error says what used the time (not the provider's silence).
+                let key_took_the_time = match (had, bounds.left) {
+                    (Some(had), Some(left)) if asks_key && left.is_zero() && !had.is_zero() => {
+                        Some(had)
+                    }
+                    _ => None,
+                };
                 async move {
                     let sent = match sent {
                         Ok(sent) => sent,
@@ -199,6 +209,14 @@ impl<C: Clock, E> Call<C, E> {
                         // next).
                         Err(NoKey::Ended) => std::future::pending().await,
                     };
+                    if let Some(had) = key_took_the_time {
+                        return Err(engine::Failure::out_of_time(format!(
+                            "{}: its api_key callable took the {:.3}s left before the deadline; \
+                             nothing was sent",
+                            provider.name,
+                            had.as_secs_f64()
+                        )));
+                    }
                     providers::exchange(provider, job, transport, &sent, bounds).await
                 }
             },
