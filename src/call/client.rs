@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use super::state_key::StateKey;
 use crate::engine::{FleetState, SharedState};
-use crate::providers::ProviderConfig;
+use crate::providers::{self, ProviderConfig};
 
 /// What a client holds for its calls, whatever face made it.
 pub struct Client {
@@ -25,10 +25,14 @@ pub struct Client {
 impl Client {
     pub fn new(
         providers: Vec<ProviderConfig>,
-        proxy_secrets: Vec<String>,
+        proxy_urls: &[String],
         state: Arc<dyn SharedState>,
     ) -> Self {
         let busy = Busy::new(&providers);
+        let mut proxy_secrets = Vec::new();
+        for url in proxy_urls {
+            providers::add_secrets(&mut proxy_secrets, &providers::url_secrets(url));
+        }
         Self {
             providers,
             proxy_secrets,

@@ -38,6 +38,18 @@ pub trait Transport: Send + Sync {
     fn send<'a>(&'a self, request: &'a HttpRequest, timeout: Duration) -> SendFuture<'a>;
 }
 
+/// The environment variables the transport reads a proxy from, when no
+/// `proxy` is given (Python checks the same list when a client is built:
+/// `_native.PROXY_VARIABLES`).
+pub const PROXY_VARIABLES: [&str; 6] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
 /// How a client reaches providers.
 #[derive(Clone, Debug)]
 pub struct TransportOptions {
@@ -51,6 +63,21 @@ pub struct TransportOptions {
     pub http2: bool,
     /// Idle connections kept per host; `None`: no limit.
     pub max_idle_connections: Option<usize>,
+}
+
+impl TransportOptions {
+    /// The proxies requests may go through: the one given, or those the
+    /// environment names (their credentials are redacted from what a
+    /// provider echoes).
+    pub fn proxy_urls(&self) -> Vec<String> {
+        match &self.proxy {
+            Some(url) => vec![url.clone()],
+            None => PROXY_VARIABLES
+                .iter()
+                .filter_map(|name| std::env::var(name).ok())
+                .collect(),
+        }
+    }
 }
 
 impl Default for TransportOptions {

@@ -17,18 +17,7 @@ use crate::call::{self, Plan, Reservation};
 use crate::conversation;
 use crate::engine::{self, LocalState, RetryPolicy, SharedState};
 use crate::http::ReqwestTransport;
-use crate::providers::{self, ChatRequest, EmbedRequest, Job};
-
-/// The environment variables the transport reads a proxy from (Python
-/// checks the same list when a client is built: `_native.PROXY_VARIABLES`).
-pub const PROXY_VARIABLES: [&str; 6] = [
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-];
+use crate::providers::{ChatRequest, EmbedRequest, Job};
 
 #[pyclass(frozen, module = "failover._native")]
 pub struct NativeClient {
@@ -50,17 +39,6 @@ impl NativeClient {
             .map(|spec| (spec.config, spec.key))
             .unzip();
         let options = transport.options()?;
-        let proxy_urls: Vec<String> = match &options.proxy {
-            Some(url) => vec![url.clone()],
-            None => PROXY_VARIABLES
-                .iter()
-                .filter_map(|name| std::env::var(name).ok())
-                .collect(),
-        };
-        let mut proxy_secrets = Vec::new();
-        for url in &proxy_urls {
-            providers::add_secrets(&mut proxy_secrets, &providers::url_secrets(url));
-        }
         let transport = ReqwestTransport::new(&options).map_err(configuration_error)?;
         let state: Arc<dyn SharedState> = match state {
             Some(fleet) => fleet.shared(),
@@ -68,7 +46,7 @@ impl NativeClient {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                core: Arc::new(call::Client::new(configs, proxy_secrets, state)),
+                core: Arc::new(call::Client::new(configs, &options.proxy_urls(), state)),
                 keys,
                 transport: RwLock::new(Some(transport)),
                 emit,

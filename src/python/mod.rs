@@ -149,7 +149,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_RETRIES", MAX_RETRIES)?;
     m.add(
         "PROXY_VARIABLES",
-        PyTuple::new(m.py(), client::PROXY_VARIABLES)?,
+        PyTuple::new(m.py(), crate::http::PROXY_VARIABLES)?,
     )?;
     m.add_function(wrap_pyfunction!(check_base_url, m)?)?;
     m.add_function(wrap_pyfunction!(check_header, m)?)?;
