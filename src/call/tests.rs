@@ -142,6 +142,11 @@ fn header<'a>(request: &'a crate::testing::RecordedRequest, name: &str) -> Optio
         .map(|(_, v)| v.as_str())
 }
 
+/// One header of each request, in the order they came.
+fn each<'a>(requests: &'a [crate::testing::RecordedRequest], name: &str) -> Vec<Option<&'a str>> {
+    requests.iter().map(|r| header(r, name)).collect()
+}
+
 fn server() -> MockServer {
     MockServer::start(&tokio::runtime::Handle::current()).unwrap()
 }
@@ -267,16 +272,14 @@ async fn the_idempotency_key_is_the_same_on_every_retry_and_the_retry_count_coun
         [Duration::from_secs(1), Duration::from_secs(2)]
     );
     let requests = server.requests();
-    let keys: Vec<_> = requests
-        .iter()
-        .map(|r| header(r, "idempotency-key"))
-        .collect();
-    assert_eq!(keys, [Some("failover-c0ffee-0"); 3]);
-    let counts: Vec<_> = requests
-        .iter()
-        .map(|r| header(r, "x-retry-count"))
-        .collect();
-    assert_eq!(counts, [Some("0"), Some("1"), Some("2")]);
+    assert_eq!(
+        each(&requests, "idempotency-key"),
+        [Some("failover-c0ffee-0"); 3]
+    );
+    assert_eq!(
+        each(&requests, "x-retry-count"),
+        [Some("0"), Some("1"), Some("2")]
+    );
     assert_eq!(
         header(&requests[0], "authorization"),
         Some("Bearer sk-fixed")
@@ -427,16 +430,14 @@ async fn a_restart_counts_the_retries_before_the_cut_and_the_answer_has_every_at
         .collect();
     assert_eq!(texts, ["Hel", "<restart: Hel>", "Hello", "!"]);
     let requests = server.requests();
-    let keys: Vec<_> = requests
-        .iter()
-        .map(|r| header(r, "idempotency-key"))
-        .collect();
-    assert_eq!(keys, [Some("failover-c0ffee-0"); 3]);
-    let counts: Vec<_> = requests
-        .iter()
-        .map(|r| header(r, "x-retry-count"))
-        .collect();
-    assert_eq!(counts, [Some("0"), Some("1"), Some("2")]);
+    assert_eq!(
+        each(&requests, "idempotency-key"),
+        [Some("failover-c0ffee-0"); 3]
+    );
+    assert_eq!(
+        each(&requests, "x-retry-count"),
+        [Some("0"), Some("1"), Some("2")]
+    );
     let response = driver.take_response().unwrap();
     assert_eq!(response.chat.text, "Hello!");
     assert_eq!(response.provider, 0);
