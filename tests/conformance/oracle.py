@@ -498,3 +498,14 @@ EXPECTED_STREAM_ERRORS: dict[str, tuple[type[failover.ProviderError], str]] = {
     # carries one" -> a 400 -> BadRequest, the cause of StreamInterrupted.
     _GROQ_STREAM_ERROR: (failover.BadRequest, "in-stream tool_use_failed, status_code 400"),
 }
+
+
+def assert_same_usage(got: failover.Usage, expected: failover.Usage) -> None:
+    """Every figure of a usage the same as the oracle's (DESIGN §2's one meaning)."""
+    assert (got.input_tokens, got.output_tokens) == (
+        expected.input_tokens,
+        expected.output_tokens,
+    ), got
+    assert got.cache_read_tokens == expected.cache_read_tokens, got
+    assert got.reasoning_tokens == expected.reasoning_tokens, got
+    assert got.cache_write_tokens == expected.cache_write_tokens, got

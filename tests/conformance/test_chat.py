@@ -26,6 +26,7 @@ from failover.testing import RecordedRequest
 from .loader import EMBEDDINGS, ERRORS, RECORDINGS, SUCCESSES, Recording, params
 from .oracle import (
     EXPECTED_ERRORS,
+    assert_same_usage,
     expected_finish,
     expected_model,
     expected_text,
@@ -124,13 +125,7 @@ def test_recorded_usage(rec: Recording, face: str) -> None:
     assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
     expected = expected_usage(rec)
     got = r.usage
-    assert (got.input_tokens, got.output_tokens) == (
-        expected.input_tokens,
-        expected.output_tokens,
-    ), got
-    assert got.cache_read_tokens == expected.cache_read_tokens, got
-    assert got.reasoning_tokens == expected.reasoning_tokens, got
-    assert got.cache_write_tokens == expected.cache_write_tokens, got
+    assert_same_usage(got, expected)
 
 
 @pytest.mark.parametrize("face", FACES)

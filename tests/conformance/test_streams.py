@@ -30,6 +30,7 @@ from .oracle import (
     EXPECTED_STREAM_ERRORS,
     STREAM_ERRORS,
     STREAM_SUCCESSES,
+    assert_same_usage,
     expected_stream,
     expected_stream_finish,
     recorded_request_id,
@@ -168,13 +169,7 @@ def test_streamed_usage(rec: Recording, face: str) -> None:
 
 def _check_stream_usage(rec: Recording, got: failover.Usage) -> None:
     expected = usage_of(rec.wire, expected_stream(rec).usage)
-    assert (got.input_tokens, got.output_tokens) == (
-        expected.input_tokens,
-        expected.output_tokens,
-    ), got
-    assert got.cache_read_tokens == expected.cache_read_tokens, got
-    assert got.reasoning_tokens == expected.reasoning_tokens, got
-    assert got.cache_write_tokens == expected.cache_write_tokens, got
+    assert_same_usage(got, expected)
 
 
 @pytest.mark.parametrize("face", FACES)
