@@ -1,9 +1,9 @@
-//! The code map's dependency rules (ARCHITECTURE.md), checked against the
-//! source: which of the crate's modules each part may use, and that nothing
-//! outside `src/python` names pyo3 or the `python` feature. `cargo test`
-//! builds without that feature, which catches a pyo3 type used outside the
-//! bindings, but not one behind `#[cfg(feature = "python")]`, nor an arrow
-//! between two core modules: this does.
+//! ARCHITECTURE.md's code map and invariants, checked against the source:
+//! which of the crate's modules each part may use; that nothing outside
+//! `src/python` names pyo3 or the `python` feature (`cargo test` builds
+//! without the feature, which catches a pyo3 type outside the bindings, but
+//! not one behind `#[cfg(feature = "python")]`); and that a call sleeps only
+//! through its `Clock`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -168,6 +168,47 @@ fn only_the_bindings_name_pyo3() {
     assert!(
         broken.is_empty(),
         "pyo3 outside src/python:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// A call's waits are the engine's, through its `Clock` (`TokioClock`'s is
+/// the one real sleep): a sleep anywhere else on a call's path would not be
+/// seen by a manual clock, so no test could pin it. The fleet's background
+/// task (reconnects, flushes) is no call's and sleeps for real.
+#[test]
+fn a_call_sleeps_only_through_its_clock() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let on_a_calls_path = [
+        "engine",
+        "call",
+        "providers",
+        "http",
+        "stream",
+        "conversation",
+    ];
+    let mut broken = Vec::new();
+    for file in &files {
+        if !on_a_calls_path.contains(&part_of(&src, file).as_str())
+            || file.ends_with("src/engine/clock.rs")
+            || file.file_name().is_some_and(|n| n == "tests.rs")
+        {
+            continue;
+        }
+        let code = production_code(&fs::read_to_string(file).unwrap());
+        for line in code.lines() {
+            if ["sleep(", "sleep_until(", "interval("].iter().any(|s| {
+                line.contains(&format!("time::{s}")) || line.contains(&format!("thread::{s}"))
+            }) {
+                broken.push(format!("{}: {}", shown(&src, file), line.trim()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "sleeps outside the Clock:\n{}",
         broken.join("\n")
     );
 }
