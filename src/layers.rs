@@ -213,6 +213,24 @@ fn a_call_sleeps_only_through_its_clock() {
     );
 }
 
+/// The retry loop is run in one place, so every face and every kind of call
+/// (whole, streamed, restarted) takes the path the call layer's tests drive.
+#[test]
+fn only_the_call_layer_runs_the_engine() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut runners: Vec<String> = files
+        .iter()
+        .filter(|file| !file.ends_with("src/layers.rs"))
+        .filter(|file| production_code(&fs::read_to_string(file).unwrap()).contains("run_from("))
+        .map(|file| shown(&src, file))
+        .collect();
+    runners.sort();
+    // `Call::run`; the engine's own tests run it inside their test module.
+    assert_eq!(runners, ["src/call/run.rs"]);
+}
+
 #[test]
 fn the_module_reader_sees_grouped_and_nested_uses() {
     let code =
