@@ -9,6 +9,8 @@ pub mod conversation;
 pub mod engine;
 pub mod fleet;
 pub mod http;
+#[cfg(test)]
+mod layers;
 pub mod providers;
 pub mod stream;
 pub mod testing;
