@@ -27,17 +27,6 @@ _DEFAULT_POLICY = RetryPolicy()
 _MAX_IDLE_CONNECTIONS = 100_000
 
 
-def _note_dropped_seed(providers: list[Provider]) -> None:
-    """A sampling hint a wire lacks is dropped, never renamed: say so at DEBUG."""
-    lacking = [type(p).__name__ for p in providers if p.wire == "anthropic"]
-    if lacking:
-        import logging
-
-        logging.getLogger("failover").debug(
-            "seed= is not sent to %s: the Anthropic API has no seed", ", ".join(lacking)
-        )
-
-
 _QUIESCE_REGISTERED = False
 
 
@@ -432,8 +421,6 @@ class Client:
             raise ConfigurationError("tool_choice= needs tools= to choose from")
         args.tool_choice = tool_choice
         _options.request_options(args, response_format, stop, top_p, seed, headers)
-        if args.seed is not None:
-            _note_dropped_seed([self._providers[self._names[i]] for i in chain])
         self._check_credential_headers(args.headers, chain)
         return args
 

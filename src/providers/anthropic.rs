@@ -48,7 +48,15 @@ impl WireFormat for Messages {
     }
 
     fn dropped_hints(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<String> {
-        unsent_sampling_hints(request, provider.params.as_ref())
+        // A hint Anthropic lacks is dropped, never sent under another name.
+        let seed = request
+            .seed
+            .map(|seed| format!("seed={seed} not sent: the Anthropic API has no seed"));
+        let notes: Vec<String> = unsent_sampling_hints(request, provider.params.as_ref())
+            .into_iter()
+            .chain(seed)
+            .collect();
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 
     fn key_header(&self, _entra_token: bool) -> &'static str {
@@ -725,6 +733,26 @@ mod tests {
     use crate::engine::Headers;
     use crate::http::HttpResponse;
     use serde_json::json;
+
+    #[test]
+    fn a_seed_is_never_sent_and_said_beside_the_other_dropped_hints() {
+        let p = provider(Wire::Anthropic);
+        let req = ChatRequest {
+            messages: super::super::tests::messages(json!([{"role": "user", "content": "Hi"}])),
+            seed: Some(7),
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            ..ChatRequest::default()
+        };
+        let body: Value = serde_json::from_slice(&build_request(&p, &req).body).unwrap();
+        assert!(body.get("seed").is_none() && body.get("random_seed").is_none());
+        let note = dropped_hints(&p, &Job::Chat(req)).unwrap();
+        assert!(note.starts_with("p: top_p=0.9 not sent"), "{note}");
+        assert!(
+            note.ends_with("; seed=7 not sent: the Anthropic API has no seed"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn thinking_drops_the_hints_it_refuses_and_skips_a_prefill() {
