@@ -286,7 +286,8 @@ class Client:
     def cooldowns(self) -> dict[str, float]:
         """The providers cooling down, with the seconds each has left: keys
         are provider names (``name/model`` for a call's own ``model=``,
-        ``name:embeddings`` for embeddings). Time is the sleeper's: a
+        ``name:embeddings`` for embeddings, ``name:embeddings/model`` for an
+        embeddings call's own ``model=``). Time is the sleeper's: a
         FakeSleeper's virtual clock in tests."""
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
         clock = getattr(sleeper, "_native_clock", None)
