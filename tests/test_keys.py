@@ -276,6 +276,21 @@ def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server
     assert mock_server.requests == []
 
 
+@pytest.mark.parametrize(("key", "named"), [(7, "got int"), (b"k" * 20, "got bytes")])
+def test_a_key_callable_returning_another_type_is_named_in_plain_words(
+    mock_server: MockServer, key: object, named: str
+) -> None:
+    """It said "got a int". Found by the new-user trial of 2026-12-02."""
+    provider = failover.OpenAICompatible(
+        model="m",
+        base_url=mock_server.url,
+        api_key=lambda: key,  # type: ignore[arg-type,return-value]
+    )
+    with pytest.raises(failover.ConfigurationError) as info:
+        failover.Client({"a": provider}).prompt("Hi")
+    assert str(info.value).endswith(named), str(info.value)
+
+
 def test_a_key_callable_over_plain_http_to_a_remote_host_is_refused():
     """Found hardening the first slice."""
     with pytest.raises(failover.ConfigurationError, match="plain http"):

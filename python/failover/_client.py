@@ -323,7 +323,7 @@ class Client:
         if self._closed_here:
             raise FailoverError("this Client is closed: make a new one to call providers again")
         if provider is None:
-            chain, least_busy = self._chain(self._entries)
+            names = list(self._entries)
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -345,9 +345,20 @@ class Client:
                 raise ConfigurationError(
                     f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
                 )
-            chain, least_busy = self._chain(names)
-        if model is not None and len(chain) != 1:
-            raise ConfigurationError("model= is allowed only when a single provider is named")
+        chain_names = [self._names[i] for n in names for i in self._entries[n].indexes]
+        if model is not None and len(chain_names) != 1:
+            # Read from the configured order, before a round-robin pool's turn is taken.
+            pools = [n for n in names if n not in self._index]
+            why = (
+                f"pool {pools[0]!r} has {len(chain_names)}: {chain_names}"
+                if provider is not None and names == pools and len(pools) == 1
+                else f"this call's has {len(chain_names)}: {chain_names}"
+            )
+            raise ConfigurationError(
+                f"model= names one provider's model, so it needs a chain of one provider, "
+                f"and {why}; name a single provider with provider="
+            )
+        chain, least_busy = self._chain(names)
         if model is not None:
             if not isinstance(model, str) or not model.strip():
                 raise ConfigurationError(
