@@ -57,4 +57,5 @@ def test_a_temperature_above_anthropics_range_goes_as_its_maximum(
     assert backup_server.requests[0].json["temperature"] == 1.5
     [note] = [r for r in caplog.records if "sent as 1" in r.getMessage()]
     assert note.levelno == logging.DEBUG
-    assert note.getMessage().startswith("claude: temperature=1.5 sent as 1: Anthropic's range is 0 to 1")
+    said = "claude: temperature=1.5 sent as 1: Anthropic's range is 0 to 1"
+    assert note.getMessage().startswith(said)

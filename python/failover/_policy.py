@@ -88,9 +88,7 @@ class Backoff(Record):
         refuses."""
         initial, multiplier, max, jitter, spread = numbers
         backoff = cls.__new__(cls)
-        backoff._init(
-            initial=initial, multiplier=multiplier, max=max, jitter=jitter, spread=spread
-        )
+        backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter, spread=spread)
         return backoff
 
     def __reduce__(self) -> tuple[Any, ...]:
