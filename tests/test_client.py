@@ -90,6 +90,22 @@ def test_provider_selection_and_duplicate_drivers(mock_server, backup_server):
         client.prompt("Hi", model="x")
 
 
+def test_model_with_a_pool_says_the_pool_has_several_providers(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """One name was given, and the message said model= needs "a single provider named". Found
+    by the new-user trial of 2026-12-02."""
+    pool = failover.Pool("gpt", [openai(mock_server), openai(backup_server)])
+    client = failover.Client({"gpt": pool, "solo": openai(backup_server)})
+    with pytest.raises(failover.ConfigurationError) as info:
+        client.prompt("Hi", provider="gpt", model="x")
+    assert "pool 'gpt' has 2: ['gpt/0', 'gpt/1']" in str(info.value)
+    with pytest.raises(failover.ConfigurationError) as info:
+        client.prompt("Hi", model="x")
+    assert "this call's has 3: ['gpt/0', 'gpt/1', 'solo']" in str(info.value)
+    assert mock_server.requests == backup_server.requests == []
+
+
 def test_events_share_a_call_id_and_are_logged(mock_server, backup_server, caplog):
     mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})
     mock_server.push(429, headers={"retry-after": "1"}, json={"error": {"message": "slow"}})

@@ -186,6 +186,26 @@ def test_an_earlier_key_of_a_rotating_callable_is_redacted_too(mock_server, call
         assert "tokA-1111" not in text and "tokB-2222" not in text, text
 
 
+def test_a_key_callable_s_current_key_and_the_eight_before_it_are_redacted(mock_server):
+    """README: "its last eight keys are redacted along with the current one". Only seven were
+    kept besides the current one. Found by the new-user trial of 2026-12-02."""
+    keys = [f"sk-rot-{i:02d}-abcdefghijklmnopqrstuvwxyz" for i in range(10)]
+    given = iter(keys)
+    provider = failover.OpenAICompatible(
+        model="m", base_url=mock_server.url, api_key=lambda: next(given)
+    )
+    client = failover.Client({"o": provider})
+    for _ in range(9):
+        mock_server.push_text("ok")
+        client.prompt("Hi")
+    mock_server.push(401, json={"error": {"message": " ".join(keys)}})
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+    assert mock_server.requests[-1].headers["authorization"] == f"Bearer {keys[9]}"
+    text = str(info.value) + (info.value.body or "")
+    assert [k for k in keys if k in text] == keys[:1], "the ninth key before is no longer kept"
+
+
 def test_a_key_callable_that_raises_fails_over(mock_server, backup_server, call):
     """Found hardening the first slice."""
 
@@ -254,6 +274,21 @@ def test_a_key_callable_that_returns_no_key_is_a_configuration_error(mock_server
     with pytest.raises(failover.ConfigurationError, match="api_key callable"):
         call(failover.Client({"a": provider}))
     assert mock_server.requests == []
+
+
+@pytest.mark.parametrize(("key", "named"), [(7, "got int"), (b"k" * 20, "got bytes")])
+def test_a_key_callable_returning_another_type_is_named_in_plain_words(
+    mock_server: MockServer, key: object, named: str
+) -> None:
+    """It said "got a int". Found by the new-user trial of 2026-12-02."""
+    provider = failover.OpenAICompatible(
+        model="m",
+        base_url=mock_server.url,
+        api_key=lambda: key,  # type: ignore[arg-type,return-value]
+    )
+    with pytest.raises(failover.ConfigurationError) as info:
+        failover.Client({"a": provider}).prompt("Hi")
+    assert str(info.value).endswith(named), str(info.value)
 
 
 def test_a_key_callable_over_plain_http_to_a_remote_host_is_refused():

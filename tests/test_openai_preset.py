@@ -47,12 +47,27 @@ def backed_off(sleeps: list[float], retries: int) -> bool:
 def test_a_number_that_overflows_a_float_is_never_retried(
     mock_server: MockServer, header: str
 ) -> None:
-    # float("1e400") overflows; openai-python ends up at 121 s: over its 120 s bound.
+    # float("1e400") overflows; openai-python takes it for 121 s: over its 120 s bound.
     requests, sleeps, outcome = run(
         mock_server, {"status": 429, "headers": {header: "1e400"}, "json": SLOW}
     )
     assert (requests, sleeps) == (1, [])
     assert isinstance(outcome, failover.RateLimited)
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+def test_a_number_that_overflows_a_float_asks_for_1e9_s_as_under_every_policy(
+    mock_server: MockServer, header: str
+) -> None:
+    """openai-python's 121 s stand-in is its own; the error and the cooldown say what README
+    says of any wait too large to represent: 1e9 s, cooled for an hour. Found by the new-user
+    trial of 2026-12-02 (it said 121 s)."""
+    mock_server.push(429, headers={header: "1e400"}, json=SLOW)
+    client = failover.Client({"a": openai(mock_server)}, retry=OPENAI, sleeper=FakeSleeper())
+    with pytest.raises(failover.RateLimited) as info:
+        client.prompt("Hi")
+    assert info.value.retry_after == 1e9
+    assert client.cooldowns() == {"a": 3600.0}
 
 
 @pytest.mark.mock_server(assert_all_used=False)

@@ -59,11 +59,49 @@ def test_an_unbounded_preset_shows_infinity():
     """Issue 16: ruby_llm()'s unbounded waits were shown as 1e9 s."""
     ruby = failover.RetryPolicy.ruby_llm()
     assert ruby.max_retry_after == ruby.max_retry_after_last == ruby.backoff.max == math.inf
-    assert repr(ruby.backoff) == "Backoff(initial=0.1, multiplier=2.0, max=inf, jitter=0.5)"
+    assert repr(ruby.backoff) == (
+        "Backoff(initial=0.1, multiplier=2.0, max=inf, jitter=0.0, spread=0.05)"
+    )
     assert pickle.loads(pickle.dumps(ruby.backoff)) == ruby.backoff
     assert copy.deepcopy(ruby) == ruby
     # A finite backoff keeps its checks when rebuilt.
     assert pickle.loads(pickle.dumps(failover.Backoff(max=3))) == failover.Backoff(max=3)
+
+
+def test_a_policy_built_from_ruby_llms_attributes_backs_off_as_ruby_llm(mock_server):
+    """faraday-retry adds U * 0.05 s to each wait; ruby_llm()'s backoff said jitter=0.5, which
+    takes up to half off instead, so a policy built from its attributes slept less. Found by the
+    new-user trial of 2026-12-02."""
+    ruby = failover.RetryPolicy.ruby_llm(30)
+    assert (ruby.backoff.jitter, ruby.backoff.spread) == (0.0, 0.05)
+    rebuilt = failover.RetryPolicy(
+        max_retries=3, max_retries_last=3, max_retry_after=30, max_retry_after_last=30,
+        backoff=ruby.backoff, budget=None,
+    )  # fmt: skip
+    for policy in (ruby, rebuilt):
+        for _ in range(4):
+            mock_server.push(500, json={"error": {"message": "down"}})
+        sleeper = FakeSleeper()
+        with pytest.raises(failover.ServerError):
+            failover.Client({"a": openai(mock_server)}, sleeper=sleeper, retry=policy).prompt("Hi")
+        assert len(sleeper.sleeps) == 3, policy
+        for n, slept in enumerate(sleeper.sleeps):
+            assert 0.1 * 2**n <= slept <= 0.1 * 2**n + 0.05, (policy, sleeper.sleeps)
+
+
+def test_a_backoffs_spread_adds_seconds_and_is_checked(mock_server):
+    mock_server.push(500, json={"error": {"message": "down"}})
+    mock_server.push_text("ok")
+    sleeper = FakeSleeper()
+    flat = failover.Backoff(initial=1.0, multiplier=1.0, max=1.0, jitter=0.0, spread=0.5)
+    policy = failover.RetryPolicy(max_retry_after_last=0, backoff=flat)
+    failover.Client({"a": openai(mock_server)}, sleeper=sleeper, retry=policy).prompt("Hi")
+    [slept] = sleeper.sleeps
+    assert 1.0 < slept <= 1.5
+    assert policy.worst_case(timeout=10) == 3 * 10 + 1.5 + 1.5
+    for bad in (-1, float("inf"), "x"):
+        with pytest.raises(failover.ConfigurationError):
+            failover.Backoff(spread=bad)  # type: ignore[arg-type]
 
 
 def test_the_default_policy_holds_the_engines_defaults():
@@ -75,7 +113,7 @@ def test_the_default_policy_holds_the_engines_defaults():
         2,
         10.0,
         60.0,
-        failover.Backoff(0.5, 2.0, 8.0, 0.25),
+        failover.Backoff(0.5, 2.0, 8.0, 0.25, 0.0),
         {"bad_request"},
         failover.RetryBudget(0.2, 10.0, 10.0),
         30.0,

@@ -104,6 +104,27 @@ def test_cooldowns_are_per_model_and_call_kind(mock_server: MockServer) -> None:
     assert client.prompt("Hi").attempts[0].skipped is None
 
 
+def test_an_embed_calls_own_model_cools_and_shows_as_a_chat_calls_does(
+    mock_server: MockServer,
+) -> None:
+    """embed(model=) cooled unseen: cooldowns() showed {} where prompt(model=) showed its
+    'a/x'. Found by the new-user trial of 2026-12-02."""
+    client = failover.Client(
+        {"a": openai(mock_server, embedding_model="te")},
+        sleeper=FakeSleeper(),
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    mock_server.push(404, json={"error": {"message": "no such model"}})
+    with pytest.raises(failover.ModelNotFound):
+        client.embed("x", model="te-typo")
+    assert list(client.cooldowns()) == ["a:embeddings/te-typo"]
+    # Neither the provider's embedding model nor chat is cooling.
+    mock_server.push_embeddings([[0.5]])
+    assert client.embed("x").vectors == [[0.5]]
+    mock_server.push_text("fine")
+    assert client.prompt("Hi").attempts[0].skipped is None
+
+
 def test_headroom_from_a_200_routes_the_next_call_away(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:

@@ -275,7 +275,8 @@ class Client:
     def cooldowns(self) -> dict[str, float]:
         """The providers cooling down, with the seconds each has left: keys
         are provider names (``name/model`` for a call's own ``model=``,
-        ``name:embeddings`` for embeddings). Time is the sleeper's: a
+        ``name:embeddings`` for embeddings, ``name:embeddings/model`` for an
+        embeddings call's own ``model=``). Time is the sleeper's: a
         FakeSleeper's virtual clock in tests."""
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
         clock = getattr(sleeper, "_native_clock", None)
@@ -311,7 +312,7 @@ class Client:
         if self._closed_here:
             raise FailoverError("this Client is closed: make a new one to call providers again")
         if provider is None:
-            chain, least_busy = self._chain(self._entries)
+            names = list(self._entries)
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -333,9 +334,20 @@ class Client:
                 raise ConfigurationError(
                     f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
                 )
-            chain, least_busy = self._chain(names)
-        if model is not None and len(chain) != 1:
-            raise ConfigurationError("model= is allowed only when a single provider is named")
+        chain_names = [self._names[i] for n in names for i in self._entries[n].indexes]
+        if model is not None and len(chain_names) != 1:
+            # Read from the configured order, before a round-robin pool's turn is taken.
+            pools = [n for n in names if n not in self._index]
+            why = (
+                f"pool {pools[0]!r} has {len(chain_names)}: {chain_names}"
+                if provider is not None and names == pools and len(pools) == 1
+                else f"this call's has {len(chain_names)}: {chain_names}"
+            )
+            raise ConfigurationError(
+                f"model= names one provider's model, so it needs a chain of one provider, "
+                f"and {why}; name a single provider with provider="
+            )
+        chain, least_busy = self._chain(names)
         if model is not None:
             if not isinstance(model, str) or not model.strip():
                 raise ConfigurationError(

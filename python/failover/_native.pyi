@@ -71,6 +71,7 @@ class NativePolicy:
         backoff_multiplier: float,
         backoff_max: float,
         backoff_jitter: float,
+        backoff_spread: float,
         stop_on: list[str],
         budget: tuple[float, float, float] | None,
         max_cooldown: float,
@@ -87,7 +88,7 @@ class NativePolicy:
     @property
     def max_retry_after_last(self) -> float: ...
     @property
-    def backoff(self) -> tuple[float, float, float, float]: ...
+    def backoff(self) -> tuple[float, float, float, float, float]: ...
     @property
     def stop_on(self) -> list[str]: ...
     @property

@@ -25,7 +25,7 @@ DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
 # Failover's own policy as the engine defines it (src/engine/policy/default.rs,
 # RetryBudget::default): the signature defaults below are its numbers.
 _DEFAULT = _native.NativePolicy.preset("default")
-_BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter)
+_BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter, spread)
 _BUDGET = cast("tuple[float, float, float]", _DEFAULT.budget)  # (ratio, reserve, window)
 
 
@@ -51,13 +51,19 @@ def _stop_on(value: object) -> frozenset[str]:
 
 
 class Backoff(Record):
-    """Exponential backoff: ``min(initial * multiplier**n, max) * (1 - jitter * U[0,1))``."""
+    """Exponential backoff:
+    ``min(initial * multiplier**n, max) * (1 - jitter * U) + spread * U``, U from [0, 1).
 
-    __slots__ = ("initial", "multiplier", "max", "jitter")
+    ``jitter`` takes up to that fraction off each wait (failover's own, openai-python's);
+    ``spread`` adds up to that many seconds (faraday-retry's ``interval_randomness *
+    interval``: ``RetryPolicy.ruby_llm()`` has ``jitter=0.0, spread=0.05``)."""
+
+    __slots__ = ("initial", "multiplier", "max", "jitter", "spread")
     initial: float
     multiplier: float
     max: float
     jitter: float
+    spread: float
 
     def __init__(
         self,
@@ -65,27 +71,30 @@ class Backoff(Record):
         multiplier: float = _BACKOFF[1],
         max: float = _BACKOFF[2],
         jitter: float = _BACKOFF[3],
+        spread: float = _BACKOFF[4],
     ) -> None:
         self._init(
             initial=seconds("initial", initial),
             multiplier=number("multiplier", multiplier, low=1.0, high=100.0),
             max=seconds("max", max),
             jitter=number("jitter", jitter, low=0.0, high=1.0),
+            spread=seconds("spread", spread),
         )
 
     @classmethod
-    def _engine(cls, numbers: tuple[float, float, float, float]) -> Backoff:
+    def _engine(cls, numbers: tuple[float, float, float, float, float]) -> Backoff:
         """A preset's backoff as the engine holds it: ``max`` is ``inf`` where
         nothing bounds it (``RetryPolicy.ruby_llm()``), which ``Backoff()``
         refuses."""
-        initial, multiplier, max, jitter = numbers
+        initial, multiplier, max, jitter, spread = numbers
         backoff = cls.__new__(cls)
-        backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter)
+        backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter, spread=spread)
         return backoff
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.max == float("inf"):
-            return (Backoff._engine, ((self.initial, self.multiplier, self.max, self.jitter),))
+            numbers = (self.initial, self.multiplier, self.max, self.jitter, self.spread)
+            return (Backoff._engine, (numbers,))
         return super().__reduce__()
 
 
@@ -206,6 +215,7 @@ class RetryPolicy(Record):
             backoff_multiplier=b.multiplier,
             backoff_max=b.max,
             backoff_jitter=b.jitter,
+            backoff_spread=b.spread,
             stop_on=sorted(self.stop_on),
             budget=None
             if self.budget is None
@@ -248,13 +258,17 @@ class RetryPolicy(Record):
     def laravel(cls) -> RetryPolicy:
         """laravel/ai 1.2.1 ``withErrorHandling``: two attempts per provider;
         retries only a 429 or overloaded status whose ``Retry-After`` is a
-        plain integer of at most 10 seconds."""
+        plain integer of at most 10 seconds, slept exactly. Any other hint
+        (``1.5``, an HTTP-date, even a short one) or none fails over without
+        waiting: laravel reads ``Retry-After`` as an integer only. It has no
+        backoff (``backoff`` is all zeros)."""
         return cls._make_preset("laravel")
 
     @classmethod
     def ruby_llm(cls, max_interval: Optional[float] = None) -> RetryPolicy:
         """ruby_llm 1.16 over faraday-retry 2.4: up to 3 retries, backoff
-        ``min(0.1 * 2**n, max_interval) + U * 0.05``, the larger of the
+        ``min(0.1 * 2**n, max_interval) + U * 0.05`` (``backoff`` says so:
+        ``jitter=0.0, spread=0.05``), the larger of the
         ``Retry-After``/``RateLimit-Reset`` wait and the backoff. ``None`` is
         faraday's unbounded default; ``30`` is ruby_llm's ``retry_max_interval``."""
         if max_interval is not None:

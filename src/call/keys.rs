@@ -59,18 +59,21 @@ impl KeySource for FixedKeys {
 pub struct RecentKeys(Mutex<VecDeque<String>>);
 
 impl RecentKeys {
-    /// How many keys are kept: enough for a token rotated while calls were
-    /// in flight, few enough that every echo is searched for them cheaply.
-    const KEPT: usize = 8;
+    /// How many keys before the current one are kept (README: "its last
+    /// eight keys are redacted along with the current one"): enough for a
+    /// token rotated while calls were in flight, few enough that every echo
+    /// is searched for them cheaply.
+    const PREVIOUS: usize = 8;
 
-    /// Notes `key` and returns the keys kept, it included.
+    /// Notes `key` as the current one and returns the keys kept: it and the
+    /// `PREVIOUS` distinct keys given before it. A key given again becomes
+    /// the newest, so what is dropped is always the one given longest ago.
     pub fn remember(&self, key: &str) -> Vec<String> {
         let mut keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if !keys.iter().any(|k| k == key) {
-            if keys.len() == Self::KEPT {
-                keys.pop_front();
-            }
-            keys.push_back(key.to_string());
+        keys.retain(|k| k != key);
+        keys.push_back(key.to_string());
+        while keys.len() > Self::PREVIOUS + 1 {
+            keys.pop_front();
         }
         keys.iter().cloned().collect()
     }
@@ -108,5 +111,35 @@ impl<E> KeyErrors<E> {
         };
         let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
         slots.get(failed.provider)?.as_ref().map(read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecentKeys;
+
+    #[test]
+    fn the_current_key_and_the_eight_before_it_are_kept() {
+        let recent = RecentKeys::default();
+        let keys: Vec<String> = (0..12).map(|i| format!("key-{i:02}")).collect();
+        let mut kept = Vec::new();
+        for key in &keys {
+            kept = recent.remember(key);
+        }
+        assert_eq!(kept, keys[3..].to_vec());
+    }
+
+    #[test]
+    fn a_key_given_again_is_the_newest() {
+        let recent = RecentKeys::default();
+        let keys: Vec<String> = (0..9).map(|i| format!("key-{i}")).collect();
+        for key in &keys {
+            recent.remember(key);
+        }
+        recent.remember("key-0");
+        let kept = recent.remember("key-9");
+        assert_eq!(kept.first().map(String::as_str), Some("key-2"));
+        assert!(kept.iter().any(|k| k == "key-0"));
+        assert_eq!(kept.len(), 9);
     }
 }

@@ -11,7 +11,8 @@ use crate::providers::{self, Job, ProviderConfig};
 pub struct StateKey {
     /// The provider's name; `name/model` when a call names another model
     /// than the provider's (a typo cools only that model); `name:embeddings`
-    /// for embeddings (an embeddings 404 never stops chat).
+    /// for embeddings (an embeddings 404 never stops chat), and
+    /// `name:embeddings/model` for another model than its embedding model.
     pub shown: String,
     pub model: String,
 }
@@ -24,12 +25,14 @@ impl StateKey {
     /// `config`'s key for `job`.
     pub fn of(config: &ProviderConfig, job: &Job) -> Self {
         let model = providers::job_model(config, job).to_string();
-        let shown = match job {
-            Job::Embed(_) => format!("{}{}", config.name, Self::EMBEDDINGS),
-            Job::Chat(request) | Job::Stream(request) => match &request.model {
-                Some(model) if *model != config.model => format!("{}/{model}", config.name),
-                _ => config.name.clone(),
-            },
+        let (kind, default_model) = match job {
+            Job::Embed(_) => (Self::EMBEDDINGS, Self::embedding_model(config)),
+            Job::Chat(_) | Job::Stream(_) => ("", config.model.as_str()),
+        };
+        let shown = if model == default_model {
+            format!("{}{kind}", config.name)
+        } else {
+            format!("{}{kind}/{model}", config.name)
         };
         Self { shown, model }
     }
@@ -55,19 +58,25 @@ impl StateKey {
         })
     }
 
+    /// The model `config`'s embeddings calls ask for unless a call names one.
+    fn embedding_model(config: &ProviderConfig) -> &str {
+        config.embedding_model.as_deref().unwrap_or(&config.model)
+    }
+
     /// Whether this is a key `config` writes (for its model, its embedding
-    /// model, or a call's own `model=`).
+    /// model, or a call's own `model=`, chat or embeddings).
     pub fn is_of(&self, config: &ProviderConfig) -> bool {
-        let name = config.name.as_str();
-        if self.shown == name {
-            self.model == config.model
-        } else if self.shown.strip_suffix(Self::EMBEDDINGS) == Some(name) {
-            self.model == config.embedding_model.as_deref().unwrap_or(&config.model)
-        } else {
+        let Some(rest) = self.shown.strip_prefix(config.name.as_str()) else {
+            return false;
+        };
+        match rest {
+            "" => self.model == config.model,
+            Self::EMBEDDINGS => self.model == Self::embedding_model(config),
             // A call's own model=: the key names it.
-            self.shown
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('/'))
+            _ => rest
+                .strip_prefix(Self::EMBEDDINGS)
+                .unwrap_or(rest)
+                .starts_with('/'),
         }
     }
 }

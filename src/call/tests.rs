@@ -162,7 +162,17 @@ fn a_state_key_renders_and_parses_back() {
     assert_eq!(StateKey::of(&config, &Job::Chat(chat(Some("m-1")))), plain);
     let embed = StateKey::of(&config, &Job::Embed(EmbedRequest::default()));
     assert_eq!(embed.render(), "openai:embeddings|e-1");
-    for key in [&plain, &own, &embed] {
+    let own_embed = |model: &str| {
+        let request = EmbedRequest {
+            model: Some(model.to_string()),
+            ..EmbedRequest::default()
+        };
+        StateKey::of(&config, &Job::Embed(request))
+    };
+    // An embeddings call's own model= is shown as a chat call's is.
+    assert_eq!(own_embed("e-2").render(), "openai:embeddings/e-2|e-2");
+    assert_eq!(own_embed("e-1"), embed);
+    for key in [&plain, &own, &embed, &own_embed("e-2")] {
         assert_eq!(StateKey::parse(&key.render()).as_ref(), Some(key));
         assert!(key.is_of(&config), "{key:?}");
     }
@@ -174,6 +184,9 @@ fn a_state_key_renders_and_parses_back() {
         .unwrap()
         .is_of(&config));
     assert!(!StateKey::parse("openaix/m-2|m-2").unwrap().is_of(&config));
+    assert!(!StateKey::parse("openai:embeddingsx/e-2|e-2")
+        .unwrap()
+        .is_of(&config));
     assert_eq!(StateKey::member(&config).render(), "openai|m-1");
 }
 

@@ -1250,6 +1250,7 @@ mod tests {
                 multiplier: 3.0,
                 max: 5.0,
                 jitter: 0.0,
+                spread: 0.0,
             },
             ..RetryPolicy::default()
         };

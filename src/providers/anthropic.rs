@@ -348,14 +348,24 @@ struct SamplingHints {
 /// goes alone.
 fn sampling_hints(request: &ChatRequest, thinking: Thinking) -> SamplingHints {
     let on = thinking == Thinking::On;
-    let temperature = request
-        .temperature
-        .filter(|&t| !on || thinking_takes("temperature", t));
+    let temperature =
+        anthropic_temperature(request).filter(|&t| !on || thinking_takes("temperature", t));
     let top_p = request
         .top_p
         .filter(|&p| !on || thinking_takes("top_p", p))
         .filter(|_| temperature.is_none());
     SamplingHints { temperature, top_p }
+}
+
+/// Anthropic's highest temperature: its range is 0 to 1 where OpenAI's and
+/// Gemini's is 0 to 2, and it refuses more with a 400 (which would end the
+/// call under the default `stop_on`).
+const MAX_TEMPERATURE: f64 = 1.0;
+
+/// The call's temperature as Anthropic is to read it: one above its range
+/// is its maximum.
+fn anthropic_temperature(request: &ChatRequest) -> Option<f64> {
+    request.temperature.map(|t| t.min(MAX_TEMPERATURE))
 }
 
 /// Whether Anthropic takes this value of a sampling hint while thinking:
@@ -376,9 +386,16 @@ fn unsent_sampling_hints(request: &ChatRequest, params: Option<&Value>) -> Optio
     let thinking = thinking(params, request);
     let sent = sampling_hints(request, thinking);
     let mut notes = Vec::new();
+    if let (Some(asked), Some(_)) = (request.temperature, sent.temperature) {
+        if asked > MAX_TEMPERATURE {
+            notes.push(format!(
+                "temperature={asked} sent as {MAX_TEMPERATURE}: Anthropic's range is 0 to 1"
+            ));
+        }
+    }
     if thinking == Thinking::On {
         let refused: Vec<String> = [
-            ("temperature", request.temperature),
+            ("temperature", anthropic_temperature(request)),
             ("top_p", request.top_p),
         ]
         .into_iter()
@@ -809,6 +826,18 @@ mod tests {
         assert!(note
             .unwrap()
             .starts_with("p: top_p=0.97 not sent: newer Claude"));
+
+        // Above Anthropic's range (OpenAI's and Gemini's go to 2): its
+        // maximum, said at DEBUG; thinking takes that 1.
+        for kind in ["disabled", "enabled"] {
+            let ((t, p), note) = sent(kind, Some(1.5), None);
+            assert_eq!((t, p), (Some(json!(1.0)), None), "{kind}");
+            assert_eq!(
+                note.as_deref(),
+                Some("p: temperature=1.5 sent as 1: Anthropic's range is 0 to 1"),
+                "{kind}"
+            );
+        }
 
         let mut p = provider(Wire::Anthropic);
         p.params = Some(json!({"thinking": {"type": "adaptive"}}));

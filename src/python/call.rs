@@ -291,7 +291,7 @@ fn callable_key(
                     .map_or_else(|_| "?".to_string(), |n| n.to_string());
                 interrupt.raise(configuration_error(format!(
                     "provider {name:?}: the api_key callable must return a non-empty str \
-                     without control characters, got a {type_name}"
+                     without control characters, got {type_name}"
                 )));
                 NoKey::Ended
             })

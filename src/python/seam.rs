@@ -218,7 +218,7 @@ impl NativePolicy {
     #[new]
     #[pyo3(signature = (
         *, max_retries, max_retries_last, max_retry_after, max_retry_after_last,
-        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, stop_on,
+        backoff_initial, backoff_multiplier, backoff_max, backoff_jitter, backoff_spread, stop_on,
         budget, max_cooldown, max_hinted_cooldown
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -231,6 +231,7 @@ impl NativePolicy {
         backoff_multiplier: f64,
         backoff_max: f64,
         backoff_jitter: f64,
+        backoff_spread: f64,
         stop_on: Vec<String>,
         budget: Option<(f64, f64, f64)>,
         max_cooldown: f64,
@@ -255,6 +256,7 @@ impl NativePolicy {
                     multiplier: backoff_multiplier,
                     max: backoff_max,
                     jitter: backoff_jitter,
+                    spread: backoff_spread,
                 },
                 stop_on,
                 preset: Preset::Default,
@@ -315,12 +317,12 @@ impl NativePolicy {
         self.policy.max_retry_after_secs(true)
     }
 
-    /// `(initial, multiplier, max, jitter)`; `max` infinite where nothing
-    /// bounds it.
+    /// `(initial, multiplier, max, jitter, spread)`; `max` infinite where
+    /// nothing bounds it.
     #[getter]
-    fn backoff(&self) -> (f64, f64, f64, f64) {
+    fn backoff(&self) -> (f64, f64, f64, f64, f64) {
         let b = &self.policy.backoff;
-        (b.initial, b.multiplier, b.max, b.jitter)
+        (b.initial, b.multiplier, b.max, b.jitter, b.spread)
     }
 
     /// The kinds that end a call at once, as the engine holds them.

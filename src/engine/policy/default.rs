@@ -16,6 +16,7 @@ impl Default for Backoff {
             multiplier: 2.0,
             max: 8.0,
             jitter: 0.25,
+            spread: 0.0,
         }
     }
 }
@@ -58,7 +59,7 @@ impl RetryPolicy {
         (0..self.retry_limit(is_last))
             .map(|n| {
                 let backoff = if is_last || n == 0 {
-                    self.backoff.base(n)
+                    self.backoff.longest(n)
                 } else {
                     0.0
                 };

@@ -23,6 +23,7 @@ impl RetryPolicy {
                 multiplier: 1.0,
                 max: 0.0,
                 jitter: 0.0,
+                spread: 0.0,
             },
             // The kinds laravel/ai never fails over on. Its real rule reads
             // the status (`fails_over_after`): a 408 (timeout) and a 413

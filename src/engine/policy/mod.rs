@@ -30,13 +30,17 @@ pub use default::DEFAULT_STOP_ON;
 pub const MAX_RETRIES: u32 = 1000;
 
 /// Exponential backoff with jitter:
-/// `min(initial * multiplier**n, max) * (1 - jitter * U[0,1))`.
+/// `min(initial * multiplier**n, max) * (1 - jitter * U) + spread * U`,
+/// U drawn from [0,1). `jitter` takes a fraction off (failover's, openai's);
+/// `spread` adds seconds (faraday-retry's `interval_randomness * interval`,
+/// for ruby_llm).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Backoff {
     pub initial: f64,
     pub multiplier: f64,
     pub max: f64,
     pub jitter: f64,
+    pub spread: f64,
 }
 
 impl Backoff {
@@ -45,9 +49,23 @@ impl Backoff {
         (self.initial * self.multiplier.powi(n.min(MAX_RETRIES) as i32)).min(self.max)
     }
 
+    /// The wait before retry number `n` (0-based) in seconds, with `unit`
+    /// drawn from U[0,1); infinite when nothing bounds the backoff and it
+    /// overflows.
+    pub fn delay_secs(&self, n: u32, unit: f64) -> f64 {
+        let unit = unit.clamp(0.0, 1.0);
+        self.base(n) * (1.0 - self.jitter * unit) + self.spread * unit
+    }
+
+    /// The longest wait before retry number `n`: no jitter taken off, the
+    /// whole spread added.
+    pub fn longest(&self, n: u32) -> f64 {
+        self.base(n) + self.spread
+    }
+
     /// The wait before retry number `n` (0-based), with `unit` drawn from U[0,1).
     pub fn delay(&self, n: u32, unit: f64) -> Duration {
-        let jittered = self.base(n) * (1.0 - self.jitter * unit.clamp(0.0, 1.0));
+        let jittered = self.delay_secs(n, unit);
         // A wait too long for a Duration is as good as forever; the caps and
         // the deadline decide whether it is slept.
         secs(jittered).unwrap_or(if jittered > 0.0 {

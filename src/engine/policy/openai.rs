@@ -26,6 +26,7 @@ impl RetryPolicy {
                 multiplier: 2.0,
                 max: 8.0,
                 jitter: 0.25,
+                spread: 0.0,
             },
             preset: Preset::OpenAI,
             budget: None,
@@ -63,10 +64,11 @@ impl RetryPolicy {
             return backoff();
         }
         match wait(&f.headers, s.now) {
-            Some(v) if v.is_finite() && v > max_hint_secs => {
+            Some(Wait::Overflow) => give_up("the server wait overflows a float"),
+            Some(Wait::Secs(v)) if v.is_finite() && v > max_hint_secs => {
                 give_up(&format!("the server wait is over {max_hint_secs}s"))
             }
-            Some(v) if v > 0.0 && v <= max_hint_secs => match secs(v) {
+            Some(Wait::Secs(v)) if v > 0.0 && v <= max_hint_secs => match secs(v) {
                 Some(wait) => Verdict::retry(
                     wait,
                     format!("openai: the server wait, within {max_hint_secs}s"),
@@ -83,7 +85,7 @@ impl RetryPolicy {
     pub(super) fn longest_waits_openai(&self) -> Vec<f64> {
         let cap = self.max_retry_after_secs(false);
         (0..self.max_retries)
-            .map(|n| cap.max(self.backoff.base(n)))
+            .map(|n| cap.max(self.backoff.longest(n)))
             .collect()
     }
 }
@@ -92,11 +94,16 @@ impl RetryPolicy {
 const MAX_HINT: Duration = Duration::from_secs(120);
 
 /// What openai-python reads as a wait where failover's own reader reads
-/// nothing (`1.5e2`, `1_50`): a positive, finite number of seconds.
+/// nothing (`1.5e2`, `1_50`): a positive, finite number of seconds, or one
+/// too large for a float, which is what README says of any such wait:
+/// 1e9 s (its `.retry_after`; the cooldown is capped at an hour).
 pub(super) fn server_wait(s: &Situation<'_>) -> Option<Duration> {
-    wait(&s.failure.headers, s.now)
-        .filter(|v| *v > 0.0 && v.is_finite())
-        .and_then(hints::wait_secs)
+    match wait(&s.failure.headers, s.now)? {
+        Wait::Overflow => hints::wait_secs(f64::INFINITY),
+        Wait::Secs(v) => Some(v)
+            .filter(|v| *v > 0.0 && v.is_finite())
+            .and_then(hints::wait_secs),
+    }
 }
 
 /// What openai-python's `httpx` headers give for `name`: every value,
@@ -135,27 +142,32 @@ fn python_float(text: &str) -> Option<(f64, bool)> {
     Some((value, value == f64::INFINITY && !literal))
 }
 
-/// What a hint too large for a float comes to under openai-python: over its
-/// 120 s bound, so never retried.
-const OVERFLOW: f64 = MAX_HINT.as_secs() as f64 + 1.0;
+/// A wait hint as openai-python's `_parse_retry_after_header` reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wait {
+    /// Seconds: any float, `inf` and `nan` included (a literal `inf` is
+    /// backed off there, like a wait that is not positive).
+    Secs(f64),
+    /// A number too large for a float: openai-python returns
+    /// `MAX_RETRY_AFTER_DELAY + 1` for it, "an excessive server delay",
+    /// so it is never retried.
+    Overflow,
+}
 
 /// openai-python's `_parse_retry_after_header`: `retry-after-ms` / 1000,
-/// else `retry-after` as seconds, else as an HTTP-date minus now. A number
-/// that overflows a float is 121 s here, as openai-python ends up treating
-/// it (over its 120 s bound: never retried); a literal `inf` stays `inf`.
-fn wait(headers: &Headers, now: SystemTime) -> Option<f64> {
-    if let Some((ms, overflowed)) = joined(headers, "retry-after-ms")
-        .as_deref()
-        .and_then(python_float)
-    {
-        return Some(if overflowed { OVERFLOW } else { ms / 1000.0 });
+/// else `retry-after` as seconds, else as an HTTP-date minus now.
+fn wait(headers: &Headers, now: SystemTime) -> Option<Wait> {
+    for (name, divisor) in [("retry-after-ms", 1000.0), ("retry-after", 1.0)] {
+        if let Some((value, overflowed)) = joined(headers, name).as_deref().and_then(python_float) {
+            return Some(if overflowed {
+                Wait::Overflow
+            } else {
+                Wait::Secs(value / divisor)
+            });
+        }
     }
-    let value = joined(headers, "retry-after")?;
-    if let Some((secs, overflowed)) = python_float(&value) {
-        return Some(if overflowed { OVERFLOW } else { secs });
-    }
-    let at = parsedate_tz(&value)?;
-    Some(hints::signed_secs(at, now))
+    let at = parsedate_tz(&joined(headers, "retry-after")?)?;
+    Some(Wait::Secs(hints::signed_secs(at, now)))
 }
 
 const MONTHS: [&str; 24] = [
@@ -415,6 +427,25 @@ mod tests {
         );
         let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(NOW + 30));
         assert_eq!(decide(&p, &hint(&date), 0, false, 0.0), retry(30_000));
+    }
+
+    #[test]
+    fn a_number_too_large_for_a_float_is_never_retried_and_asks_for_1e9_s() {
+        // openai-python 3.57 refuses it as an excessive wait; failover reports
+        // it as README says of any such wait: exactly 1e9 s (the error's
+        // `.retry_after`, a cooldown capped at an hour).
+        let p = RetryPolicy::openai();
+        for header in ["retry-after", "retry-after-ms"] {
+            let f = failure(RateLimited, Some(429), &[(header, "1e400")]);
+            assert_eq!(
+                decide_and_wait(&p, &f, 0, false, 0.0),
+                (fail_over(), Some(Duration::from_secs(1_000_000_000))),
+                "{header}"
+            );
+        }
+        // A literal infinity is no hint there: backed off, no wait asked for.
+        let f = failure(RateLimited, Some(429), &[("retry-after", "inf")]);
+        assert_eq!(decide_and_wait(&p, &f, 0, false, 0.0), (retry(500), None));
     }
 
     fn unix(t: SystemTime) -> u64 {

@@ -16,7 +16,9 @@ impl RetryPolicy {
             initial: 0.1,
             multiplier: 2.0,
             max: max_interval.map_or(f64::INFINITY, |d| d.as_secs_f64()),
-            jitter: 0.5,
+            jitter: 0.0,
+            // faraday-retry's interval_randomness 0.5, of its interval.
+            spread: 0.05,
         };
         // faraday's max_interval bounds the header wait too.
         let max_header_wait = max_interval.unwrap_or(Duration::MAX);
@@ -50,9 +52,8 @@ impl RetryPolicy {
             return give_up(&format!("{} retries used", self.max_retries));
         }
         // faraday-retry: interval * factor**n capped at max_interval, plus
-        // rand * interval_randomness * interval.
-        let b = &self.backoff;
-        let interval = b.base(s.retries_done) + unit * b.jitter * b.initial;
+        // rand * interval_randomness * interval (the backoff's spread).
+        let interval = self.backoff.delay_secs(s.retries_done, unit);
         let header = [
             ruby_header_wait(&f.headers, "retry-after", s.now),
             ruby_header_wait(&f.headers, "ratelimit-reset", s.now),
@@ -83,7 +84,7 @@ impl RetryPolicy {
         let b = &self.backoff;
         let cap = self.max_retry_after_secs(false);
         (0..self.max_retries)
-            .map(|n| cap.max(b.base(n) + b.jitter * b.initial))
+            .map(|n| cap.max(b.longest(n)))
             .collect()
     }
 }
