@@ -17,6 +17,8 @@ from failover.testing import FakeSleeper, MockServer
 from conftest import anthropic, openai
 
 SLOW = {"error": {"message": "slow down"}}
+DELTA_X = 'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}'
+FINISH = 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
 
 
 def two(mock_server: MockServer, backup_server: MockServer, **kwargs: Any) -> failover.Client:
@@ -436,6 +438,40 @@ def test_least_busy_spreads_a_burst_and_counts_open_streams() -> None:
         r = client.prompt("Hi")
         assert r.provider != f"p/{busy_member}"
         stream.close()
+    finally:
+        for server in servers:
+            server.close()
+
+
+@pytest.mark.parametrize("how", ["read to its end", "closed", "broken"])
+def test_least_busy_counts_a_stream_no_longer_once_it_is_over(how: str) -> None:
+    # The Stream object stays referenced: its end (not its garbage collection)
+    # ends its call.
+    servers = [MockServer(), MockServer()]
+    try:
+        if how == "broken":
+            servers[0].push(sse=[DELTA_X, DELTA_X], fault="cut:1")
+        else:
+            servers[0].push(sse=[DELTA_X, DELTA_X, FINISH, "data: [DONE]"])
+        for server in servers:
+            for _ in range(2):
+                server.push_text("ok")
+        client = failover.Client(
+            {"p": failover.Pool("p", [openai(s) for s in servers], strategy="least_busy")}
+        )
+        stream = client.stream("Hi")
+        next(stream)  # open at p/0, the first in turn
+        assert servers[0].requests and not servers[1].requests
+        if how == "read to its end":
+            assert [c.text for c in stream] == ["x"]
+        elif how == "closed":
+            stream.close()
+        else:
+            with pytest.raises(failover.StreamInterrupted):
+                list(stream)
+        # The rotation's next turns: p/1, then p/0 again (were p/0 still busy: p/1).
+        assert [client.prompt("Hi").provider for _ in range(2)] == ["p/1", "p/0"]
+        assert stream is not None
     finally:
         for server in servers:
             server.close()
