@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -56,13 +55,11 @@ def _quiesce_at_exit() -> None:
 class _Entry:
     """A chain entry: one provider, or a pool's members and its strategy."""
 
-    __slots__ = ("indexes", "strategy", "turns")
+    __slots__ = ("indexes", "strategy")
 
     def __init__(self, indexes: list[int], strategy: Optional[str]) -> None:
         self.indexes = indexes
         self.strategy = strategy
-        # next() on a count is atomic under the GIL: threads share the rotation.
-        self.turns = itertools.count()
 
 
 class _Unset:
@@ -216,22 +213,22 @@ class Client:
     def providers(self) -> dict[str, Union[Provider, Pool]]:
         return dict(self._given)
 
-    def _chain(self, names: Iterable[str]) -> tuple[list[int], Optional[list[list[int]]]]:
-        """The providers to try, in order (a round-robin pool's members from its
-        next turn), and the ``least_busy`` pools, which the native side orders
-        and counts (atomically, so a burst of calls spreads)."""
+    def _chain(
+        self, names: Iterable[str]
+    ) -> tuple[list[int], Optional[list[tuple[str, list[int]]]]]:
+        """The providers to try, in configured order, and the pools among them
+        (strategy, members), which the native side orders and counts for each
+        call (atomically, so threads share each pool's turns and a burst of
+        calls spreads)."""
         chain: list[int] = []
-        least_busy: Optional[list[list[int]]] = None
+        pools: Optional[list[tuple[str, list[int]]]] = None
         for name in names:
             entry = self._entries[name]
             members = entry.indexes
-            if entry.strategy == "round_robin" and len(members) > 1:
-                start = next(entry.turns) % len(members)
-                members = members[start:] + members[:start]
-            elif entry.strategy == "least_busy" and len(members) > 1:
-                least_busy = [*(least_busy or []), members]
+            if entry.strategy is not None and len(members) > 1:
+                pools = [*(pools or []), (entry.strategy, members)]
             chain.extend(members)
-        return chain, least_busy
+        return chain, pools
 
     @property
     def is_closed(self) -> bool:
@@ -322,7 +319,7 @@ class Client:
         if self._closed_here:
             raise FailoverError("this Client is closed: make a new one to call providers again")
         if provider is None:
-            chain, least_busy = self._chain(self._entries)
+            chain, pools = self._chain(self._entries)
         else:
             if isinstance(provider, str):
                 names = [provider]
@@ -344,7 +341,7 @@ class Client:
                 raise ConfigurationError(
                     f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
                 )
-            chain, least_busy = self._chain(names)
+            chain, pools = self._chain(names)
         if model is not None and len(chain) != 1:
             raise ConfigurationError("model= is allowed only when a single provider is named")
         if model is not None:
@@ -379,7 +376,7 @@ class Client:
         args.model = model
         args.idempotency_key = _options.idempotency_key(idempotency_key)
         args.emit = self._emit
-        args.least_busy = least_busy
+        args.pools = pools
 
     def _call_args(
         self,
