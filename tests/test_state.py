@@ -17,6 +17,8 @@ from failover.testing import FakeSleeper, MockServer
 from conftest import anthropic, openai
 
 SLOW = {"error": {"message": "slow down"}}
+DELTA_X = 'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}'
+FINISH = 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
 
 
 def two(mock_server: MockServer, backup_server: MockServer, **kwargs: Any) -> failover.Client:
@@ -457,6 +459,83 @@ def test_least_busy_spreads_a_burst_and_counts_open_streams() -> None:
         r = client.prompt("Hi")
         assert r.provider != f"p/{busy_member}"
         stream.close()
+    finally:
+        for server in servers:
+            server.close()
+
+
+@pytest.mark.parametrize("strategy", ["round_robin", "least_busy"])
+def test_a_cooling_members_turns_spread_evenly_over_the_other_members(strategy: str) -> None:
+    servers = [MockServer() for _ in range(3)]
+    try:
+        servers[0].push(429, headers={"retry-after": "600"}, json=SLOW)
+        for server in servers[1:]:
+            for _ in range(13):
+                server.push_text("ok")
+        client = failover.Client(
+            {"gpt": failover.Pool("gpt", [openai(s) for s in servers], strategy=strategy)},
+            sleeper=FakeSleeper(),
+        )
+        client.prompt("Hi")  # gpt/0's turn: it asks for quiet, gpt/1 answers
+        assert "gpt/0" in client.cooldowns()
+        answered = [client.prompt("Hi").provider for _ in range(12)]
+        assert {name: answered.count(name) for name in set(answered)} == {"gpt/1": 6, "gpt/2": 6}
+        assert answered[:2] in (["gpt/1", "gpt/2"], ["gpt/2", "gpt/1"]), "taken in turn"
+        assert len(servers[0].requests) == 1
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_least_busy_spreads_evenly_past_a_member_an_open_stream_holds() -> None:
+    servers = [MockServer() for _ in range(3)]
+    try:
+        servers[0].push(sse=[DELTA_X], fault="stall:1")
+        for server in servers[1:]:
+            for _ in range(12):  # enough for every call: no member fails over for want of one
+                server.push_text("ok")
+        client = failover.Client(
+            {"p": failover.Pool("p", [openai(s) for s in servers], strategy="least_busy")}
+        )
+        with client.stream("Hi") as stream:
+            next(stream)  # open at p/0, the first in turn
+            answered = [client.prompt("Hi").provider for _ in range(12)]
+        assert {name: answered.count(name) for name in set(answered)} == {"p/1": 6, "p/2": 6}
+        assert answered[:2] in (["p/1", "p/2"], ["p/2", "p/1"]), "taken in turn"
+    finally:
+        for server in servers:
+            server.close()
+
+
+@pytest.mark.parametrize("how", ["read to its end", "closed", "broken"])
+def test_least_busy_counts_a_stream_no_longer_once_it_is_over(how: str) -> None:
+    # The Stream object stays referenced: its end (not its garbage collection)
+    # ends its call.
+    servers = [MockServer(), MockServer()]
+    try:
+        if how == "broken":
+            servers[0].push(sse=[DELTA_X, DELTA_X], fault="cut:1")
+        else:
+            servers[0].push(sse=[DELTA_X, DELTA_X, FINISH, "data: [DONE]"])
+        for server in servers:
+            for _ in range(2):
+                server.push_text("ok")
+        client = failover.Client(
+            {"p": failover.Pool("p", [openai(s) for s in servers], strategy="least_busy")}
+        )
+        stream = client.stream("Hi")
+        next(stream)  # open at p/0, the first in turn
+        assert servers[0].requests and not servers[1].requests
+        if how == "read to its end":
+            assert [c.text for c in stream] == ["x"]
+        elif how == "closed":
+            stream.close()
+        else:
+            with pytest.raises(failover.StreamInterrupted):
+                list(stream)
+        # The rotation's next turns: p/1, then p/0 again (were p/0 still busy: p/1).
+        assert [client.prompt("Hi").provider for _ in range(2)] == ["p/1", "p/0"]
+        assert stream is not None
     finally:
         for server in servers:
             server.close()

@@ -8,6 +8,7 @@ import http.client
 import json
 import re
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -148,6 +149,36 @@ def test_calls_one_after_another_add_up(mock_server):
     client.prompt("Hi")
     client.prompt("Hi")
     assert (sleeper.sleeps, sleeper.time()) == ([3.0, 3.0], start + 6.0)
+
+
+@pytest.mark.parametrize("how", ["read to its end", "closed"])
+def test_a_stream_over_but_still_referenced_holds_the_time_no_more(mock_server, how):
+    sleeper = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server)}, sleeper=sleeper)
+    mock_server.push(
+        sse=[
+            'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}',
+            'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+            "data: [DONE]",
+        ]
+    )
+    stream = client.stream("Hi")
+    if how == "read to its end":
+        assert "".join(c.text for c in stream) == "x"
+    else:
+        next(stream)
+        stream.close()
+    for _ in range(8):
+        mock_server.push(429, headers={"retry-after": "3"})
+    mock_server.push_text("waited")
+    start, started = sleeper.time(), time.monotonic()
+    client.prompt("Hi", retry=failover.RetryPolicy(max_retries_last=8))
+    took = time.monotonic() - started
+    assert (sleeper.sleeps, sleeper.time()) == ([3.0] * 8, start + 24.0)
+    # A stream still in flight would hold each sleep for the 250 ms grace (2 s
+    # in all); this call, alone in flight, waits no real time.
+    assert took < 1.0, f"eight fake sleeps took {took:.2f}s of real time"
+    assert stream is not None
 
 
 @pytest.mark.parametrize("way", ["pool", "threads"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -45,13 +44,11 @@ def _quiesce_at_exit() -> None:
 class _Entry:
     """A chain entry: one provider, or a pool's members and its strategy."""
 
-    __slots__ = ("indexes", "strategy", "turns")
+    __slots__ = ("indexes", "strategy")
 
     def __init__(self, indexes: list[int], strategy: Optional[str]) -> None:
         self.indexes = indexes
         self.strategy = strategy
-        # next() on a count is atomic under the GIL: threads share the rotation.
-        self.turns = itertools.count()
 
 
 class _Unset:
@@ -205,22 +202,22 @@ class Client:
     def providers(self) -> dict[str, Union[Provider, Pool]]:
         return dict(self._given)
 
-    def _chain(self, names: Iterable[str]) -> tuple[list[int], Optional[list[list[int]]]]:
-        """The providers to try, in order (a round-robin pool's members from its
-        next turn), and the ``least_busy`` pools, which the native side orders
-        and counts (atomically, so a burst of calls spreads)."""
+    def _chain(
+        self, names: Iterable[str]
+    ) -> tuple[list[int], Optional[list[tuple[str, list[int]]]]]:
+        """The providers to try, in configured order, and the pools among them
+        (strategy, members), which the native side orders and counts for each
+        call (atomically, so threads share each pool's turns and a burst of
+        calls spreads)."""
         chain: list[int] = []
-        least_busy: Optional[list[list[int]]] = None
+        pools: Optional[list[tuple[str, list[int]]]] = None
         for name in names:
             entry = self._entries[name]
             members = entry.indexes
-            if entry.strategy == "round_robin" and len(members) > 1:
-                start = next(entry.turns) % len(members)
-                members = members[start:] + members[:start]
-            elif entry.strategy == "least_busy" and len(members) > 1:
-                least_busy = [*(least_busy or []), members]
+            if entry.strategy is not None and len(members) > 1:
+                pools = [*(pools or []), (entry.strategy, members)]
             chain.extend(members)
-        return chain, least_busy
+        return chain, pools
 
     @property
     def is_closed(self) -> bool:
@@ -336,7 +333,7 @@ class Client:
                 )
         chain_names = [self._names[i] for n in names for i in self._entries[n].indexes]
         if model is not None and len(chain_names) != 1:
-            # Read from the configured order, before a round-robin pool's turn is taken.
+            # Named in the configured order (the core orders pools per call).
             pools = [n for n in names if n not in self._index]
             why = (
                 f"pool {pools[0]!r} has {len(chain_names)}: {chain_names}"
@@ -347,7 +344,7 @@ class Client:
                 f"model= names one provider's model, so it needs a chain of one provider, "
                 f"and {why}; name a single provider with provider="
             )
-        chain, least_busy = self._chain(names)
+        chain, pools = self._chain(names)
         if model is not None:
             if not isinstance(model, str) or not model.strip():
                 raise ConfigurationError(
@@ -380,7 +377,7 @@ class Client:
         args.model = model
         args.idempotency_key = _options.idempotency_key(idempotency_key)
         args.emit = self._emit
-        args.least_busy = least_busy
+        args.pools = pools
 
     def _call_args(
         self,

@@ -96,11 +96,11 @@ class CallArgs:
         "emit",
         "headers",
         "idempotency_key",
-        "least_busy",
         "max_tokens",
         "messages",
         "model",
         "policy",
+        "pools",
         "response_format",
         "seed",
         "sleeper",
@@ -132,7 +132,7 @@ class CallArgs:
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
     emit: Any
-    least_busy: list[list[int]] | None
+    pools: list[tuple[str, list[int]]] | None
 
 
 class EmbedArgs:
@@ -145,9 +145,9 @@ class EmbedArgs:
         "emit",
         "headers",
         "idempotency_key",
-        "least_busy",
         "model",
         "policy",
+        "pools",
         "sleeper",
         "texts",
         "timeout",
@@ -164,4 +164,4 @@ class EmbedArgs:
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
     emit: Any
-    least_busy: list[list[int]] | None
+    pools: list[tuple[str, list[int]]] | None

@@ -1,7 +1,7 @@
 //! What a client holds for its calls, whatever face made it: its
-//! providers, the secrets of its proxy, the state calls share, and the
-//! calls busy at each pool member (a pool's `least_busy`), here and, with a
-//! fleet-wide state, in the other processes.
+//! providers, the secrets of its proxy, the state calls share, each pool's
+//! turns, and the calls busy at each pool member (a pool's `least_busy`),
+//! here and, with a fleet-wide state, in the other processes.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -57,25 +57,24 @@ impl Client {
             .collect()
     }
 
-    /// How to order a pool's members (client indexes, in chain order),
-    /// least busy first: each one's calls in flight, here and in the fleet,
-    /// then its place in this turn of the rotation (which breaks ties).
-    pub(super) fn least_busy_ranks(&self, members: &[usize]) -> Vec<(u64, usize)> {
-        let n = members.len();
-        let turn = self.busy.next_turn(n);
-        members
-            .iter()
-            .enumerate()
-            .map(|(pos, &provider)| (self.busy.load(&*self.state, provider), (pos + n - turn) % n))
-            .collect()
+    /// The next turn of the pool whose first member is `first` (a client
+    /// index): each call to a pool takes one.
+    pub(super) fn next_turn(&self, first: usize) -> usize {
+        self.busy.turns[first].fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Calls busy at `provider`, here and elsewhere in the fleet.
+    pub(super) fn busy_at(&self, provider: usize) -> u64 {
+        self.busy.load(&*self.state, provider)
     }
 }
 
 struct Busy {
     /// Calls of this process busy at each provider.
     counts: Vec<AtomicUsize>,
-    /// Turns taken, to break ties between equally busy members in rotation.
-    turn: AtomicUsize,
+    /// Turns taken at each pool, by its first member: the rotation that
+    /// spreads its calls.
+    turns: Vec<AtomicUsize>,
     /// Each provider's key in the fleet's busy counts.
     keys: Vec<String>,
 }
@@ -84,17 +83,12 @@ impl Busy {
     fn new(providers: &[ProviderConfig]) -> Self {
         Self {
             counts: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
-            turn: AtomicUsize::new(0),
+            turns: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
             keys: providers
                 .iter()
                 .map(|c| StateKey::member(c).render())
                 .collect(),
         }
-    }
-
-    /// The next turn among `n` members.
-    fn next_turn(&self, n: usize) -> usize {
-        self.turn.fetch_add(1, Ordering::Relaxed) % n.max(1)
     }
 
     /// Calls busy at `provider`, here and elsewhere in the fleet. Noting a

@@ -25,7 +25,7 @@ mod tests;
 pub use client::{Client, Reservation};
 pub use interrupt::{interrupt, Interrupted, Interrupter};
 pub use keys::{FixedKeys, KeyAsk, KeyErrors, KeySource, NoKey, RecentKeys};
-pub use plan::Plan;
+pub use plan::{Plan, Pool, Strategy};
 pub use run::{new_call_id, Call, CallEvents, Outcome};
 pub use state_key::StateKey;
 pub use stream::{Interruption, Step, StreamDriver, StreamEnd, StreamResponse};

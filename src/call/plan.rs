@@ -3,6 +3,7 @@
 //! the job, if it cannot.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::client::{Client, Reservation};
 use super::state_key::StateKey;
@@ -129,34 +130,91 @@ impl Plan {
         ))
     }
 
-    /// Puts each `least_busy` pool's members (each group: client indexes,
-    /// contiguous in the chain) in order of the calls busy at them, ties in
-    /// rotation, and reserves the first of each.
-    pub fn order_least_busy(&mut self, groups: &[Vec<usize>]) -> Vec<Reservation> {
+    /// Puts each pool's members in the order this call tries them, and
+    /// reserves the first of each `least_busy` pool. Members this call would
+    /// pass over at `now` (cooling, being probed, unable to serve the job) go
+    /// after the others; a `least_busy` pool's members with the fewest calls
+    /// under way go first; and members alike on that take turns, each call
+    /// starting at the next of them. So a member out of the running (or
+    /// busy) hands its turns to all the others evenly, not all to the one
+    /// after it.
+    pub fn order_pools(&mut self, pools: &[Pool], now: SystemTime) -> Vec<Reservation> {
         let mut reservations = Vec::new();
-        for group in groups {
-            let Some(start) = self
-                .members
-                .iter()
-                .position(|m| group.contains(&m.provider))
-            else {
+        for pool in pools {
+            let (Some(&first_member), Some(start)) = (
+                pool.members.first(),
+                self.members
+                    .iter()
+                    .position(|m| pool.members.contains(&m.provider)),
+            ) else {
                 continue;
             };
-            let end = (start + group.len()).min(self.members.len());
-            let members: Vec<usize> = self.members[start..end]
+            let end = (start + pool.members.len()).min(self.members.len());
+            let state = self.client.state.engine();
+            let ranks: Vec<(bool, u64)> = self.members[start..end]
                 .iter()
-                .map(|m| m.provider)
+                .map(|m| {
+                    let out = m.unable.is_some() || engine::passed_over(state, &m.state_key, now);
+                    let busy = match pool.strategy {
+                        Strategy::LeastBusy => self.client.busy_at(m.provider),
+                        Strategy::RoundRobin => 0,
+                    };
+                    (out, busy)
+                })
                 .collect();
-            let ranks = self.client.least_busy_ranks(&members);
-            let n = members.len();
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_unstable_by_key(|&pos| ranks[pos]);
-            let mut pool: Vec<Option<Member>> = self.members.drain(start..end).map(Some).collect();
-            let ordered: Vec<Member> = order.iter().filter_map(|&pos| pool[pos].take()).collect();
+            let order = in_turn(&ranks, self.client.next_turn(first_member));
+            let mut members: Vec<Option<Member>> =
+                self.members.drain(start..end).map(Some).collect();
+            let ordered: Vec<Member> = order.iter().filter_map(|&i| members[i].take()).collect();
             self.members.splice(start..start, ordered);
-            let first = self.members[start].provider;
-            reservations.push(Reservation::take(&self.client, first));
+            if pool.strategy == Strategy::LeastBusy {
+                let first = self.members[start].provider;
+                reservations.push(Reservation::take(&self.client, first));
+            }
         }
         reservations
     }
+}
+
+/// How a pool spreads its calls over its members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Each call starts at the next member.
+    RoundRobin,
+    /// Each call starts at the member with the fewest calls under way (an
+    /// open stream included), ties taken in turn.
+    LeastBusy,
+}
+
+impl Strategy {
+    /// The strategy named `name` as `failover.Pool` takes it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "round_robin" => Some(Self::RoundRobin),
+            "least_busy" => Some(Self::LeastBusy),
+            _ => None,
+        }
+    }
+}
+
+/// A pool in a call's chain: its members (client indexes, contiguous in the
+/// chain, in the pool's order) and how it spreads calls over them.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub strategy: Strategy,
+    pub members: Vec<usize>,
+}
+
+/// Positions `0..ranks.len()` ordered by rank, lowest first; those of one
+/// rank in their own order, rotated by `turn` among themselves (not among
+/// all), so that consecutive turns spread evenly over the members that
+/// share the best rank, however many others are ranked below them.
+fn in_turn<R: Ord>(ranks: &[R], turn: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    order.sort_by(|&a, &b| ranks[a].cmp(&ranks[b]));
+    for alike in order.chunk_by_mut(|&a, &b| ranks[a] == ranks[b]) {
+        let len = alike.len();
+        alike.rotate_left(turn % len);
+    }
+    order
 }

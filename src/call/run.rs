@@ -67,6 +67,14 @@ thread_local! {
 }
 
 impl<C: Clock, E> Call<C, E> {
+    /// The call is over though it lives on (a stream read to its end,
+    /// failed or closed, still referenced): it is busy at no pool member and
+    /// holds no shared time any more. Whole calls end as they are dropped.
+    pub fn end(&mut self) {
+        self.reservations.clear();
+        self.clock.end();
+    }
+
     /// One run of the engine (picking up after `resume` when given). `Err`
     /// is the error the call was ended with through its interrupter: it wins
     /// even when the engine finished in the same poll.

@@ -118,6 +118,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
     /// Nothing more is read (the connection closes as the stream drops).
     pub fn close(&mut self) {
         self.state = State::Done;
+        self.call.end();
     }
 
     /// The next chunks, or the end. After an `Err`, the stream is done.
@@ -136,6 +137,10 @@ impl<C: Clock, E> StreamDriver<C, E> {
             Err(_) => self.state = State::Done,
             _ => {}
         }
+        if matches!(self.state, State::Done) {
+            // At its end, failed or closed: the call is over as it returns.
+            self.call.end();
+        }
         step
     }
 
@@ -152,6 +157,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
             Ok(Some(chunks)) => Some(chunks),
             Ok(None) => {
                 self.finish();
+                self.call.end();
                 None
             }
             Err(failure) => {

@@ -213,10 +213,10 @@ fn least_busy_orders_by_calls_in_flight_and_a_reservation_ends_with_its_call() {
     ]);
     let job = Job::Chat(chat(None));
     let order = |plan: &Plan| -> Vec<usize> { (0..plan.len()).map(|i| plan.provider(i)).collect() };
-    let pool = vec![vec![0, 1]];
+    let pool = [least_busy(&[0, 1])];
     let ordered = || {
         let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
-        let reservations = plan.order_least_busy(&pool);
+        let reservations = plan.order_pools(&pool, now());
         assert_eq!(reservations.len(), 1);
         (order(&plan), reservations, plan)
     };
@@ -243,6 +243,164 @@ fn least_busy_orders_by_calls_in_flight_and_a_reservation_ends_with_its_call() {
     // Every call ended: the rotation alone again (turn 0, then turn 1).
     assert_eq!(ordered().0, [0, 1, 2]);
     assert_eq!(ordered().0, [1, 0, 2]);
+}
+
+fn least_busy(members: &[usize]) -> Pool {
+    Pool {
+        strategy: Strategy::LeastBusy,
+        members: members.to_vec(),
+    }
+}
+
+fn round_robin(members: &[usize]) -> Pool {
+    Pool {
+        strategy: Strategy::RoundRobin,
+        members: members.to_vec(),
+    }
+}
+
+fn now() -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000)
+}
+
+/// How many of `calls` plans of `chain` start at each provider, each plan's
+/// pools ordered (and its reservations ended) before the next.
+fn first_members(
+    client: &Arc<Client>,
+    chain: &[usize],
+    pools: &[Pool],
+    calls: usize,
+) -> Vec<usize> {
+    let job = Job::Chat(chat(None));
+    let mut firsts = vec![0; client.providers.len()];
+    for _ in 0..calls {
+        let mut plan = Plan::new(Arc::clone(client), chain, &job);
+        drop(plan.order_pools(pools, now()));
+        firsts[plan.provider(0)] += 1;
+    }
+    firsts
+}
+
+#[test]
+fn a_member_out_of_a_pools_running_hands_its_turns_to_every_other_evenly() {
+    let url = "http://127.0.0.1:9/v1";
+    let three = || {
+        client(vec![
+            provider("a", url),
+            provider("b", url),
+            provider("c", url),
+            provider("z", url),
+        ])
+    };
+    for pool in [[round_robin(&[0, 1, 2])], [least_busy(&[0, 1, 2])]] {
+        let client = three();
+        // Nobody out: each member in turn.
+        assert_eq!(
+            first_members(&client, &[0, 1, 2, 3], &pool, 12),
+            [4, 4, 4, 0]
+        );
+        // The first cooling: its turns go to both others alike (not all to
+        // the one after it), and it is tried last of the pool.
+        let until = now() + Duration::from_secs(600);
+        client.state.engine().cool("a|m-1", now(), until, "x");
+        let firsts = first_members(&client, &[0, 1, 2, 3], &pool, 12);
+        assert_eq!(firsts, [0, 6, 6, 0], "{:?}", pool[0].strategy);
+        let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2, 3], &Job::Chat(chat(None)));
+        drop(plan.order_pools(&pool, now()));
+        let order: Vec<usize> = (0..plan.len()).map(|i| plan.provider(i)).collect();
+        assert_eq!(&order[2..], [0, 3], "{:?}", pool[0].strategy);
+        // Once its cooldown is over, it takes its turns again.
+        let later = until + Duration::from_secs(1);
+        let job = Job::Chat(chat(None));
+        let firsts: Vec<usize> = (0..3)
+            .map(|_| {
+                let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2, 3], &job);
+                drop(plan.order_pools(&pool, later));
+                plan.provider(0)
+            })
+            .collect();
+        let mut sorted = firsts.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2], "{:?}", pool[0].strategy);
+    }
+    // least_busy, the first busy with a call that is still under way: the
+    // others take turns evenly.
+    let client = three();
+    let job = Job::Chat(chat(None));
+    let pool = [least_busy(&[0, 1, 2])];
+    let mut busy = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
+    let held = busy.order_pools(&pool, now());
+    assert_eq!(busy.provider(0), 0);
+    assert_eq!(first_members(&client, &[0, 1, 2], &pool, 12), [0, 6, 6, 0]);
+    drop(held);
+    // Round-robin calls reserve nothing.
+    let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2], &job);
+    assert!(plan
+        .order_pools(&[round_robin(&[0, 1, 2])], now())
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_streams_reservation_ends_when_it_ends_or_is_closed() {
+    let server = server();
+    let url = format!("{}/v1", server.url());
+    let client = client(vec![provider("a", &url), provider("b", &url)]);
+    let pool = [least_busy(&[0, 1])];
+    let stream = || {
+        let mut call = call(&client, Job::Stream(chat(None)), &[0, 1]);
+        call.reservations = call.plan.order_pools(&pool, now());
+        let reserved = call.plan.provider(0);
+        (StreamDriver::new(call, false), reserved)
+    };
+    let events = Recorded::default();
+    // Read to its end, the driver still alive.
+    server
+        .push(sse(&[&delta("a"), &delta("b"), "data: [DONE]"], None))
+        .unwrap();
+    let (mut driver, at) = stream();
+    assert_eq!(client.busy_at(at), 1);
+    while let Ok(Step::Chunks(_)) = driver.next(&FixedKeys, &events).await {}
+    assert_eq!(client.busy_at(at), 0, "read to its end");
+    // Closed after its first chunk.
+    server
+        .push(sse(&[&delta("a"), &delta("b"), "data: [DONE]"], None))
+        .unwrap();
+    let (mut closed, at) = stream();
+    assert!(matches!(
+        closed.next(&FixedKeys, &events).await,
+        Ok(Step::Chunks(_))
+    ));
+    assert_eq!(client.busy_at(at), 1, "open, it counts");
+    closed.close();
+    assert_eq!(client.busy_at(at), 0, "closed");
+    // Broken after its first content (not restarted).
+    server
+        .push(sse(
+            &[&delta("a"), &delta("b")],
+            Some(Fault::CutAfterEvents(1)),
+        ))
+        .unwrap();
+    let (mut broken, at) = stream();
+    assert!(matches!(
+        broken.next(&FixedKeys, &events).await,
+        Ok(Step::Chunks(_))
+    ));
+    assert!(matches!(
+        broken.next(&FixedKeys, &events).await,
+        Err(StreamEnd::Interrupted(_))
+    ));
+    assert_eq!(client.busy_at(at), 0, "interrupted");
+    // Failed before its first content.
+    let mut refused = ScriptedResponse::new(400);
+    refused.body = br#"{"error": {"message": "bad"}}"#.to_vec();
+    server.push(refused).unwrap();
+    let (mut failed, at) = stream();
+    assert!(matches!(
+        failed.next(&FixedKeys, &events).await,
+        Err(StreamEnd::Failed(_))
+    ));
+    assert_eq!(client.busy_at(at), 0, "failed");
+    drop((driver, closed, broken, failed));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,6 +17,11 @@ pub trait Clock: Send + Sync {
     /// Wall-clock time; HTTP-dates and reset times are measured against it.
     fn wall(&self) -> SystemTime;
     fn sleep(&self, duration: Duration) -> SleepFuture;
+    /// The call this clock is of has ended while the clock lives on (a
+    /// stream read to its end, failed or closed, still referenced): from now
+    /// on it holds nothing others wait for. A clock of its own has nothing
+    /// to give up.
+    fn end(&self) {}
 }
 
 /// Real time: tokio's timer, which must run inside a tokio runtime.
@@ -169,6 +175,7 @@ impl ManualClock {
         ManualCallClock {
             shared: self.clone(),
             id,
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -288,16 +295,14 @@ impl Clock for ManualClock {
 pub struct ManualCallClock {
     shared: ManualClock,
     id: u64,
+    /// Whether its call has left the calls in flight (once: at its end, or
+    /// when it is dropped).
+    ended: AtomicBool,
 }
 
 impl Drop for ManualCallClock {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        state.last_change = Instant::now();
-        drop(state);
-        // The calls left may all be waiting now.
-        self.shared.shared.changed.notify_waiters();
+        self.end();
     }
 }
 
@@ -308,6 +313,19 @@ impl Clock for ManualCallClock {
 
     fn wall(&self) -> SystemTime {
         self.shared.wall()
+    }
+
+    /// Its call leaves the calls in flight: the others no longer wait for it.
+    fn end(&self) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.last_change = Instant::now();
+        drop(state);
+        // The calls left may all be waiting now.
+        self.shared.shared.changed.notify_waiters();
     }
 
     fn sleep(&self, duration: Duration) -> SleepFuture {
@@ -561,6 +579,26 @@ mod tests {
         assert_eq!(waiting.await.unwrap(), secs(5));
         assert_eq!(ended.elapsed(), Duration::ZERO);
         assert_eq!(shared.sleeps(), vec![secs(5), secs(1)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ended_call_holds_no_one_while_its_clock_lives_on() {
+        let shared = ManualClock::new();
+        let ended = shared.for_call(Duration::ZERO);
+        ended.end();
+        ended.end(); // ending twice leaves once
+        let call = shared.for_call(Duration::ZERO);
+        let started = Instant::now();
+        call.sleep(secs(3)).await;
+        assert_eq!((started.elapsed(), shared.now()), (Duration::ZERO, secs(3)));
+        // Dropped after its end, it does not leave again: a call still in
+        // flight goes on holding the others.
+        drop(ended);
+        let other = shared.for_call(Duration::ZERO);
+        let started = Instant::now();
+        other.sleep(secs(1)).await;
+        assert_eq!((started.elapsed(), shared.now()), (GRACE, secs(4)));
+        drop(call);
     }
 
     #[tokio::test(start_paused = true)]

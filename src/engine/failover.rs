@@ -135,6 +135,24 @@ impl Passed {
     }
 }
 
+/// Why a call starting at `now` passes the provider of `key` over, if it
+/// does.
+fn passed(state: &dyn EngineState, key: &str, now: SystemTime) -> Option<Passed> {
+    state.cooling(key, now).map(Passed::Cooling).or_else(|| {
+        state
+            .half_open(key, now)
+            .filter(|_| state.probed(key, now))
+            .map(Passed::Probed)
+    })
+}
+
+/// Whether a call starting at `now` would pass the provider of `key` over
+/// (cooling, or being probed by another call), unless every provider left
+/// is: a pool puts such members after the others.
+pub fn passed_over(state: &dyn EngineState, key: &str, now: SystemTime) -> bool {
+    passed(state, key, now).is_some()
+}
+
 /// The probe of a half-open provider, held by the call trying it: given
 /// back however the call leaves the provider (an answer, a failure, a
 /// cancelled or dropped call), after the outcome is recorded.
@@ -329,15 +347,7 @@ where
         .providers
         .iter()
         .map(|slot| match (spec.state, slot.unable) {
-            (Some(state), None) => state
-                .cooling(slot.state_key, started_at)
-                .map(Passed::Cooling)
-                .or_else(|| {
-                    state
-                        .half_open(slot.state_key, started_at)
-                        .filter(|_| state.probed(slot.state_key, started_at))
-                        .map(Passed::Probed)
-                }),
+            (Some(state), None) => passed(state, slot.state_key, started_at),
             _ => None,
         })
         .collect();

@@ -12,8 +12,8 @@ pub mod state;
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
 pub use clock::{Clock, ManualCallClock, ManualClock, TimeHold, TokioClock};
 pub use failover::{
-    run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure, CallSpec,
-    Event, ProviderFailure, ProviderSlot, Resume, Success,
+    passed_over, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
+    CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};

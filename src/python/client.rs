@@ -7,15 +7,15 @@ use pyo3::prelude::*;
 
 use super::call::{block_on_interruptibly, run_call, Call, Face, Inner};
 use super::clock::CallClock;
-use super::errors::{configuration_error, failover_error, seconds};
+use super::errors::{configuration_error, failover_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::json::{json_from, list_from, text_arg};
 use super::runtime::{self, runtime, Interrupt};
 use super::seam::{optional_seconds, CallArgs, EmbedArgs, ProviderSpec, TransportSpec};
 use super::stream::NativeStream;
-use crate::call::{self, Plan, Reservation};
+use crate::call::{self, Plan, Pool, Strategy};
 use crate::conversation;
-use crate::engine::{self, LocalState, RetryPolicy, SharedState};
+use crate::engine::{self, Clock, LocalState, RetryPolicy, SharedState};
 use crate::http::ReqwestTransport;
 use crate::providers::{ChatRequest, EmbedRequest, Job};
 
@@ -248,14 +248,10 @@ impl NativeClient {
         } else {
             Job::Chat(request)
         };
-        let mut plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
-        let reservations = match &args.least_busy {
-            Some(groups) => plan.order_least_busy(groups),
-            None => Vec::new(),
-        };
+        let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
-            reservations,
+            pools: pools(args.pools)?,
             emit: args.emit,
             plan,
             policy: &args.policy.policy,
@@ -281,17 +277,13 @@ impl NativeClient {
             headers: args.headers.unwrap_or_default(),
         };
         let job = Job::Embed(request);
-        let mut plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
+        let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         if let Some(why) = plan.none_can_embed(&job) {
             return Err(configuration_error(why));
         }
-        let reservations = match &args.least_busy {
-            Some(groups) => plan.order_least_busy(groups),
-            None => Vec::new(),
-        };
         let common = CommonArgs {
             idempotency_key: args.idempotency_key,
-            reservations,
+            pools: pools(args.pools)?,
             emit: args.emit,
             plan,
             policy: &args.policy.policy,
@@ -311,18 +303,22 @@ impl NativeClient {
         locals: Option<pyo3_async_runtimes::TaskLocals>,
     ) -> PyResult<Call> {
         let (interrupt, interrupted) = Interrupt::new();
+        let clock = CallClock::from_sleeper(args.sleeper, locals.as_ref(), &interrupt)?;
+        let mut plan = args.plan;
+        // Cooldowns are measured on the call's clock (a FakeSleeper's time).
+        let reservations = plan.order_pools(&args.pools, clock.wall());
         let core = call::Call {
             call_id: call::new_call_id(),
             job,
-            plan: args.plan,
+            plan,
             policy: args.policy.clone(),
             timeout: seconds("timeout", args.timeout)?,
             deadline: optional_seconds("deadline", args.deadline)?,
             transport,
-            clock: CallClock::from_sleeper(args.sleeper, locals.as_ref(), &interrupt)?,
+            clock,
             idempotency_key: args.idempotency_key,
             interrupted,
-            reservations: args.reservations,
+            reservations,
         };
         let face = Face {
             events: EventTarget::new(
@@ -337,10 +333,23 @@ impl NativeClient {
     }
 }
 
+/// The pools of a call's chain, as Python gives them.
+fn pools(given: Option<Vec<(String, Vec<usize>)>>) -> PyResult<Vec<Pool>> {
+    given
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(strategy, members)| {
+            let strategy = Strategy::from_name(&strategy)
+                .ok_or_else(|| internal_error(format!("no pool strategy {strategy:?}")))?;
+            Ok(Pool { strategy, members })
+        })
+        .collect()
+}
+
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
     idempotency_key: Option<String>,
-    reservations: Vec<Reservation>,
+    pools: Vec<Pool>,
     emit: Option<Py<PyAny>>,
     plan: Plan,
     policy: &'a RetryPolicy,

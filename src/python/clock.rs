@@ -311,4 +311,10 @@ impl Clock for CallClock {
             Self::Callable(c) => c.sleep(duration),
         }
     }
+
+    fn end(&self) {
+        if let Self::Virtual(c) = self {
+            c.end();
+        }
+    }
 }

@@ -181,9 +181,9 @@ pub struct CallArgs<'py> {
     pub idempotency_key: Option<String>,
     /// The events emitter of a `with_options()` client; `None`: the client's.
     pub emit: Option<Py<PyAny>>,
-    /// The `least_busy` pools in the chain (their members' indexes), ordered
-    /// by the native side.
-    pub least_busy: Option<Vec<Vec<usize>>>,
+    /// The pools in the chain: each one's strategy and members' indexes (in
+    /// its order); the native side orders them.
+    pub pools: Option<Vec<(String, Vec<usize>)>>,
 }
 
 /// One embeddings call's arguments (`failover._seam.EmbedArgs`).
@@ -201,7 +201,7 @@ pub struct EmbedArgs<'py> {
     pub headers: Option<Vec<(String, String)>>,
     pub idempotency_key: Option<String>,
     pub emit: Option<Py<PyAny>>,
-    pub least_busy: Option<Vec<Vec<usize>>>,
+    pub pools: Option<Vec<(String, Vec<usize>)>>,
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
