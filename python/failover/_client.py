@@ -334,10 +334,10 @@ class Client:
         chain_names = [self._names[i] for n in names for i in self._entries[n].indexes]
         if model is not None and len(chain_names) != 1:
             # Named in the configured order (the core orders pools per call).
-            pools = [n for n in names if n not in self._index]
+            pool_names = [n for n in names if n not in self._index]
             why = (
-                f"pool {pools[0]!r} has {len(chain_names)}: {chain_names}"
-                if provider is not None and names == pools and len(pools) == 1
+                f"pool {pool_names[0]!r} has {len(chain_names)}: {chain_names}"
+                if provider is not None and names == pool_names and len(pool_names) == 1
                 else f"this call's has {len(chain_names)}: {chain_names}"
             )
             raise ConfigurationError(
