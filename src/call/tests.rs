@@ -458,6 +458,45 @@ async fn a_restart_counts_the_retries_before_the_cut_and_the_answer_has_every_at
     assert!(driver.take_response().is_none(), "taken once");
 }
 
+/// Reads a stream to its end; panics on any other end.
+async fn read_to_end(driver: &mut StreamDriver<ManualClock, String>) -> Vec<Chunk> {
+    let events = Recorded::default();
+    let mut chunks = Vec::new();
+    loop {
+        match driver.next(&FixedKeys, &events).await {
+            Ok(Step::Chunks(got)) => chunks.extend(got),
+            Ok(Step::End) => return chunks,
+            Err(_) => panic!("the stream should have ended at its end"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_attempt_cut_again_keeps_the_wait_slept_before_it() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    for _ in 0..2 {
+        server
+            .push(sse(
+                &[&delta("Hel"), &delta("lo")],
+                Some(Fault::CutAfterEvents(1)),
+            ))
+            .unwrap();
+    }
+    server
+        .push(sse(&[&delta("Hello"), "data: [DONE]"], None))
+        .unwrap();
+    let mut driver = StreamDriver::new(call(&client, Job::Stream(chat(None)), &[0]), true);
+    read_to_end(&mut driver).await;
+    let slept = driver.call.clock.sleeps();
+    assert_eq!(slept.len(), 2, "a backoff before each restart");
+    assert!(slept.iter().all(|wait| !wait.is_zero()));
+    let response = driver.take_response().unwrap();
+    let waited: Vec<_> = response.attempts.iter().map(|a| a.waited).collect();
+    // Each attempt records what was slept before it: none before the first.
+    assert_eq!(waited, [Duration::ZERO, slept[0], slept[1]]);
+}
+
 #[tokio::test]
 async fn a_cut_without_restart_is_an_interruption_with_the_broken_attempt_last() {
     let server = server();
