@@ -315,13 +315,14 @@ fn image_type(url: &str) -> Option<&'static str> {
     })
 }
 
+/// A candidate and its content parts.
+type Candidate<'a> = (&'a Map<String, Value>, &'a [Value]);
+
 /// The first candidate of an answer or a stream chunk (`None`: there is
 /// none) with its content parts (none: an answer that spent its whole
 /// budget thinking has no content). Fields that are not what the wire
 /// promises are malformed, never an empty answer.
-fn first_candidate(
-    json: &Map<String, Value>,
-) -> Result<Option<(&Map<String, Value>, &[Value])>, String> {
+fn first_candidate(json: &Map<String, Value>) -> Result<Option<Candidate<'_>>, String> {
     let candidates = match json.get("candidates") {
         Some(Value::Array(candidates)) => candidates.as_slice(),
         None | Some(Value::Null) => &[],
