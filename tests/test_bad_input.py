@@ -10,7 +10,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import SINGLE_TRY, anthropic, openai
+from conftest import SINGLE_TRY, anthropic, gemini, ollama, openai
 
 
 @pytest.mark.parametrize(
@@ -55,6 +55,49 @@ def test_a_malformed_success_is_retried_and_failed_over(mock_server, backup_serv
     )
     assert call(client).text == "clean"
     assert len(sleeper.sleeps) == 1
+
+
+WIRES = {"openai": openai, "ollama": ollama, "anthropic": anthropic, "gemini": gemini}
+
+
+@pytest.mark.parametrize(
+    ("wire", "body"),
+    [
+        ("openai", {"choices": [{"index": 0, "message": 3, "finish_reason": "stop"}]}),
+        ("openai", {"choices": [{"index": 0, "message": {"role": "assistant"}}]}),
+        ("ollama", {"message": 3, "done": True}),
+        ("ollama", {"message": {"role": "assistant"}}),
+        ("anthropic", {"content": [3], "stop_reason": "end_turn"}),
+        ("gemini", {"candidates": [3]}),
+        ("gemini", {"candidates": [{"content": {"role": "model", "parts": []}}]}),
+    ],
+    ids=[
+        "openai-message-not-an-object",
+        "openai-no-content-no-finish",
+        "ollama-message-not-an-object",
+        "ollama-no-content-not-done",
+        "anthropic-block-not-an-object",
+        "gemini-candidate-not-an-object",
+        "gemini-no-content-no-finish",
+    ],
+)
+def test_a_200_whose_fields_break_the_wire_is_no_answer(
+    mock_server, backup_server, wire: str, body: Any
+) -> None:
+    mock_server.push(json=body)
+    mock_server.push(json=body)
+    backup_server.push_text("real answer")
+    single = failover.Client({"a": WIRES[wire](mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ServerError, match=r"(from a: |^a: )") as info:
+        single.prompt("Hi")
+    assert info.value.status == 200
+    client = failover.Client(
+        {"a": WIRES[wire](mock_server), "b": openai(backup_server)},
+        retry=failover.RetryPolicy(max_retries=0),
+    )
+    r = client.prompt("Hi")
+    assert (r.provider, r.text) == ("b", "real answer")
+    assert [(a.status, a.kind) for a in r.attempts] == [(200, "server_error"), (200, None)]
 
 
 def test_a_body_cut_short_is_a_server_error(mock_server, call):

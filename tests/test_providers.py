@@ -12,7 +12,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import GEMINI_KEY, KEY, gemini, ollama, openai
+from conftest import GEMINI_KEY, KEY, SINGLE_TRY, gemini, ollama, openai
 
 
 def _gemini_error(code: int, status: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -297,6 +297,15 @@ def test_an_error_string_from_ollama(mock_server: MockServer) -> None:
     client = failover.Client({"local": ollama(mock_server)})
     with pytest.raises(failover.ModelNotFound, match="try pulling it first"):
         client.prompt("Hi")
+
+
+def test_an_error_inside_an_ollama_200_says_what_came(mock_server: MockServer) -> None:
+    mock_server.push(json={"error": "model 'x' not found"})
+    client = failover.Client({"local": ollama(mock_server)}, retry=SINGLE_TRY)
+    with pytest.raises(failover.ServerError) as info:
+        client.prompt("Hi")
+    assert str(info.value) == "local answered 200 with an error: model 'x' not found"
+    assert info.value.status == 200
 
 
 # --------------------------------------------------------------------------- Azure

@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -383,6 +384,19 @@ def test_restart_on_the_same_provider_when_it_may_retry(mock_server: MockServer)
     assert len(sleeper.sleeps) == 1  # the policy's backoff before the retry
 
 
+def test_each_attempt_of_a_restarted_stream_records_the_wait_before_it(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push(sse=[oa_text("a"), oa_text("b")], fault="cut:1")
+    mock_server.push(sse=[oa_text("c"), oa_text("d")], fault="cut:1")  # the restart, cut too
+    mock_server.push(sse=[oa_text("ok"), OA_STOP])
+    sleeper = FakeSleeper()
+    client = failover.Client({"o": openai(mock_server)}, sleeper=sleeper)
+    _chunks, r = collect("sync", client, on_interrupt="restart")
+    assert r.text == "ok" and len(sleeper.sleeps) == 2
+    assert [a.waited for a in r.attempts] == [0.0, *sleeper.sleeps]
+
+
 # --------------------------------------------------------------------------- ends and stalls
 
 
@@ -419,6 +433,68 @@ def test_a_stall_after_the_end_marker_is_no_failure(mock_server: MockServer) -> 
     client = failover.Client({"o": openai(mock_server)})
     _chunks, r = collect("sync", client, timeout=0.3)
     assert (r.text, r.finish_reason) == ("done", "stop")
+    mock_server.close()
+
+
+ANT_ANSWER = [
+    ant(
+        "message_start",
+        {
+            "message": {
+                "id": "m",
+                "role": "assistant",
+                "content": [],
+                "usage": {"input_tokens": 5, "output_tokens": 1},
+            }
+        },
+    ),
+    ant("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+    ant("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}),
+    ant("content_block_stop", {"index": 0}),
+    ant("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+]
+GEMINI_ANSWER = oa(
+    {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "Hi"}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2},
+    }
+)
+# After the finish, the server keeps the connection open and says nothing more: what
+# came (the usage after OpenAI's finish; no message_stop, no [DONE], no end of body).
+STALLS_AFTER_THE_FINISH = {
+    "openai": (openai, [oa_text("Hi"), OA_STOP, OA_USAGE, "data: [DONE]"], "stall:3", (11, 3)),
+    "anthropic": (anthropic, ANT_ANSWER, f"stall:{len(ANT_ANSWER)}", (5, 2)),
+    "gemini": (gemini, [GEMINI_ANSWER], "stall:1", (5, 2)),
+}
+
+
+@pytest.mark.parametrize("wire", sorted(STALLS_AFTER_THE_FINISH))
+def test_a_stall_after_the_finish_ends_the_stream_at_once_with_what_came(
+    mock_server: MockServer, face: str, wire: str
+) -> None:
+    make, events, fault, (input_tokens, output_tokens) = STALLS_AFTER_THE_FINISH[wire]
+    mock_server.push(sse=events, fault=fault)
+    client = failover.Client({"p": make(mock_server)}, timeout=30.0)
+    began = time.monotonic()
+    _chunks, r = collect(face, client)
+    # Not the 30 s idle timeout: only a short grace for what may trail the finish.
+    assert time.monotonic() - began < 5.0
+    assert (r.text, r.finish_reason) == ("Hi", "stop")
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (input_tokens, output_tokens)
+    mock_server.close()
+
+
+def test_what_trails_the_finish_is_not_waited_for_past_the_deadline(
+    mock_server: MockServer,
+) -> None:
+    mock_server.push(sse=[oa_text("Hi"), OA_STOP], fault="stall:2")
+    client = failover.Client({"p": openai(mock_server)}, timeout=30.0)
+    began = time.monotonic()
+    _chunks, r = collect("sync", client, deadline=0.1)
+    assert time.monotonic() - began < 0.9  # the deadline, well before the grace ends
+    assert (r.text, r.finish_reason) == ("Hi", "stop")
     mock_server.close()
 
 

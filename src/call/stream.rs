@@ -3,7 +3,7 @@
 //! idle wait), restarted after a cut when the caller asked for restarts,
 //! and its whole answer assembled at the end.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::keys::KeySource;
 use super::run::{Call, CallEvents, Outcome};
@@ -213,13 +213,16 @@ impl<C: Clock, E> StreamDriver<C, E> {
                 mut attempts,
                 began,
             } = *live;
-            // The attempt read so far is replaced by its failure.
-            attempts.pop();
+            // The attempt read so far is replaced by its failure, with the
+            // wait slept before it and the time it took.
+            count_reading(&mut attempts, began);
+            let broken = attempts.pop();
             let resume = Resume {
                 provider,
                 failure: failure.clone(),
                 retries_done: retries_done(&attempts, provider),
-                duration: began.elapsed(),
+                waited: broken.as_ref().map_or(Duration::ZERO, |a| a.waited),
+                duration: broken.map_or(Duration::ZERO, |a| a.duration),
             };
             let discarded = Chunk::Restart {
                 discarded: stream.acc.text.clone(),
@@ -282,6 +285,8 @@ impl<C: Clock, E> StreamDriver<C, E> {
         let State::Live(live) = std::mem::replace(&mut self.state, State::Done) else {
             return;
         };
+        let mut attempts = live.attempts;
+        count_reading(&mut attempts, live.began);
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();
@@ -301,8 +306,17 @@ impl<C: Clock, E> StreamDriver<C, E> {
         self.response = Some(StreamResponse {
             chat,
             provider: live.provider,
-            attempts: live.attempts,
+            attempts,
         });
+    }
+}
+
+/// The time of the attempt being read (the last of `attempts`, whose record
+/// holds its start up to the first content) counts what was read of it
+/// since `began`: an attempt's duration is all of it.
+fn count_reading(attempts: &mut [AttemptRecord], began: Instant) {
+    if let Some(last) = attempts.last_mut() {
+        last.duration += began.elapsed();
     }
 }
 
@@ -320,6 +334,7 @@ fn retries_done(attempts: &[AttemptRecord], provider: usize) -> u32 {
 /// streaming ended in it.
 fn interrupted(live: Live, failure: Failure) -> Interruption {
     let mut attempts = live.attempts;
+    count_reading(&mut attempts, live.began);
     if let Some(last) = attempts.last_mut() {
         last.kind = Some(failure.kind);
         last.status = failure.status.or(last.status);

@@ -629,6 +629,102 @@ async fn a_restart_counts_the_retries_before_the_cut_and_the_answer_has_every_at
     assert!(driver.take_response().is_none(), "taken once");
 }
 
+/// Reads a stream to its end; panics on any other end.
+async fn read_to_end(driver: &mut StreamDriver<ManualClock, String>) -> Vec<Chunk> {
+    let events = Recorded::default();
+    let mut chunks = Vec::new();
+    loop {
+        match driver.next(&FixedKeys, &events).await {
+            Ok(Step::Chunks(got)) => chunks.extend(got),
+            Ok(Step::End) => return chunks,
+            Err(_) => panic!("the stream should have ended at its end"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_attempt_cut_again_keeps_the_wait_slept_before_it() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    for _ in 0..2 {
+        server
+            .push(sse(
+                &[&delta("Hel"), &delta("lo")],
+                Some(Fault::CutAfterEvents(1)),
+            ))
+            .unwrap();
+    }
+    server
+        .push(sse(&[&delta("Hello"), "data: [DONE]"], None))
+        .unwrap();
+    let mut driver = StreamDriver::new(call(&client, Job::Stream(chat(None)), &[0]), true);
+    read_to_end(&mut driver).await;
+    let slept = driver.call.clock.sleeps();
+    assert_eq!(slept.len(), 2, "a backoff before each restart");
+    assert!(slept.iter().all(|wait| !wait.is_zero()));
+    let response = driver.take_response().unwrap();
+    let waited: Vec<_> = response.attempts.iter().map(|a| a.waited).collect();
+    // Each attempt records what was slept before it: none before the first.
+    assert_eq!(waited, [Duration::ZERO, slept[0], slept[1]]);
+}
+
+#[tokio::test]
+async fn a_server_that_stalls_after_the_finish_ends_the_stream_with_what_came() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    let finish = r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+    let usage = r#"data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#;
+    // The usage chunk that trails the finish is read; then nothing comes,
+    // the connection open (no `[DONE]`).
+    server
+        .push(sse(
+            &[&delta("Hi"), finish, usage, "data: [DONE]"],
+            Some(Fault::StallAfterEvents(3)),
+        ))
+        .unwrap();
+    let mut call = call(&client, Job::Stream(chat(None)), &[0]);
+    call.timeout = Duration::from_secs(30);
+    let mut driver = StreamDriver::new(call, false);
+    let read = tokio::time::timeout(Duration::from_secs(5), read_to_end(&mut driver)).await;
+    assert!(read.is_ok(), "not held for the 30 s idle timeout");
+    let chat = driver.take_response().unwrap().chat;
+    assert_eq!(
+        (chat.text.as_str(), chat.finish_reason.as_deref()),
+        ("Hi", Some("stop"))
+    );
+    assert_eq!(
+        (chat.usage.input_tokens, chat.usage.output_tokens),
+        (Some(4), Some(2))
+    );
+}
+
+#[tokio::test]
+async fn what_trails_the_finish_is_not_waited_for_past_the_deadline() {
+    let server = server();
+    let client = client(vec![provider("a", &format!("{}/v1", server.url()))]);
+    let finish = r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+    server
+        .push(sse(
+            &[&delta("Hi"), finish],
+            Some(Fault::StallAfterEvents(2)),
+        ))
+        .unwrap();
+    let mut call = call(&client, Job::Stream(chat(None)), &[0]);
+    call.timeout = Duration::from_secs(30);
+    call.deadline = Some(Duration::from_millis(100));
+    let mut driver = StreamDriver::new(call, false);
+    let began = std::time::Instant::now();
+    read_to_end(&mut driver).await;
+    // The deadline (0.1 s), well before the grace for trailers would end.
+    assert!(
+        began.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        began.elapsed()
+    );
+    let chat = driver.take_response().unwrap().chat;
+    assert_eq!(chat.finish_reason.as_deref(), Some("stop"));
+}
+
 #[tokio::test]
 async fn a_cut_without_restart_is_an_interruption_with_the_broken_attempt_last() {
     let server = server();

@@ -585,18 +585,26 @@ pub fn is_end(reason: &str) -> bool {
 }
 
 /// Why an answer with no text and no calls, that ended for a reason outside
-/// the vocabulary (Gemini's `OTHER`, `TOO_MANY_TOOL_CALLS`), is no answer:
-/// a server error, retried and failed over, never an empty reply. Anthropic's
-/// `pause_turn` is the caller's to continue.
+/// the vocabulary (Gemini's `OTHER`, `TOO_MANY_TOOL_CALLS`) or gave no
+/// reason at all (nothing says it is even complete), is no answer: a server
+/// error, retried and failed over, never an empty reply. Anthropic's
+/// `pause_turn` is the caller's to continue; an empty answer that ended on
+/// a word of the vocabulary (`stop`, `length`) is the model's.
 pub fn abnormal_end_without_content(
     text: &str,
     has_calls: bool,
     reason: Option<&str>,
 ) -> Option<String> {
-    let reason = reason?;
-    let empty = text.is_empty() && !has_calls;
-    (empty && !is_end(reason) && reason != "pause_turn")
-        .then(|| format!("the answer ended ({reason}) with no content"))
+    if !text.is_empty() || has_calls {
+        return None;
+    }
+    match reason {
+        None => Some("the answer has no content and no finish reason".into()),
+        Some(reason) if !is_end(reason) && reason != "pause_turn" => {
+            Some(format!("the answer ended ({reason}) with no content"))
+        }
+        Some(_) => None,
+    }
 }
 
 /// A wire's own stop word in the one vocabulary: `"stop"`, `"length"`,
@@ -625,6 +633,19 @@ pub fn finish_reason(raw: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_empty_answer_is_one_only_when_it_ended_as_the_vocabulary_says() {
+        let why = |text, calls, reason| abnormal_end_without_content(text, calls, reason);
+        assert_eq!(why("", false, Some("stop")), None);
+        assert_eq!(why("", false, Some("length")), None);
+        assert_eq!(why("", false, Some("pause_turn")), None);
+        assert!(why("", false, Some("OTHER")).is_some());
+        // Nothing says it ended: no answer either.
+        assert!(why("", false, None).is_some());
+        assert_eq!(why("hi", false, None), None);
+        assert_eq!(why("", true, None), None);
+    }
 
     fn check(messages: Value) -> Result<(), String> {
         parse_messages(messages.as_array().unwrap()).map(drop)

@@ -287,6 +287,8 @@ pub struct Resume {
     pub failure: Failure,
     /// Retries already spent at this provider.
     pub retries_done: u32,
+    /// The wait slept before the broken attempt (its record keeps it).
+    pub waited: Duration,
     /// How long the broken attempt ran.
     pub duration: Duration,
 }
@@ -427,7 +429,10 @@ where
         if let (Some((state, budget)), None) = (budget, &resume) {
             state.note_call(slot.state_key, clock.wall(), budget);
         }
-        let mut waited = Duration::ZERO;
+        let mut waited = resume
+            .as_ref()
+            .filter(|r| r.provider == index)
+            .map_or(Duration::ZERO, |r| r.waited);
         loop {
             let left = remaining(clock);
             if left == Some(Duration::ZERO) {
@@ -1281,6 +1286,7 @@ mod tests {
             provider: 0,
             failure: err(kind, Some(200), &[]).unwrap_err(),
             retries_done,
+            waited: Duration::from_secs(2),
             duration: Duration::from_secs(3),
         };
         // A cut stream (a connection failure) is retried at once on the same provider.
@@ -1307,7 +1313,11 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(0, Some(Connection)), (0, None)]
         );
-        assert_eq!(result.attempts[0].duration, Duration::from_secs(3));
+        // The broken attempt keeps the wait slept before it, and its time.
+        assert_eq!(
+            (result.attempts[0].waited, result.attempts[0].duration),
+            (Duration::from_secs(2), Duration::from_secs(3))
+        );
         // With its retries spent, it fails over to the next provider.
         let mut called = Vec::new();
         let spent = policy.max_retries;

@@ -121,7 +121,7 @@ fn read_answer(
         // An error in a 200: the status the error names (its code, or its
         // type's status: Anthropic's `overloaded_error` is a 529), else a
         // server error; what is classified and quoted is the error object.
-        let status = error
+        let named = error
             .get("code")
             .and_then(Value::as_u64)
             .and_then(|code| u16::try_from(code).ok())
@@ -129,18 +129,22 @@ fn read_answer(
             .or_else(|| {
                 let kind = error.get("type").and_then(Value::as_str)?;
                 status_of_type(kind)
-            })
-            .unwrap_or(500);
+            });
         let body = match json.get("error") {
             Some(_) => response.body,
             None => serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default(),
         };
+        // An error naming no status (Ollama's `{"error": "..."}`) is
+        // classified as a 500, and reported as the status that came.
+        let came = named.is_none().then_some(response.status);
         let response = HttpResponse {
-            status,
+            status: named.unwrap_or(500),
             body,
             headers: response.headers,
         };
-        return Err(error_failure(provider, secrets, response, request_id));
+        return Err(classified_failure(
+            provider, secrets, response, request_id, came,
+        ));
     }
     Ok(JsonAnswer {
         json,
@@ -210,6 +214,18 @@ pub(super) fn error_failure(
     response: HttpResponse,
     request_id: Option<String>,
 ) -> Failure {
+    classified_failure(provider, secrets, response, request_id, None)
+}
+
+/// [`error_failure`], for an error that came inside a 2xx of status `came`
+/// when given: classified by `response.status`, reported as what came.
+fn classified_failure(
+    provider: &ProviderConfig,
+    secrets: &[String],
+    response: HttpResponse,
+    request_id: Option<String>,
+    came: Option<u16>,
+) -> Failure {
     let (text, json) = redacted_body(secrets, &response.body);
     let parsed = json
         .as_ref()
@@ -247,18 +263,22 @@ pub(super) fn error_failure(
         _ => String::new(),
     };
     let hint = format!("{hint}{timed_out}");
+    let said = match came {
+        Some(came) => format!("answered {came} with an error"),
+        None => format!("returned {status}"),
+    };
     // What a wire says beyond its message: the upstream's own error behind
     // a router (OpenRouter), a content filter's verdict (Azure).
     let detail = json.as_ref().and_then(error_detail);
     let message = match (parsed.message, detail) {
-        (Some(m), Some(detail)) => format!("{name} returned {status}{hint}: {m} ({detail})"),
-        (Some(m), None) => format!("{name} returned {status}{hint}: {m}"),
-        (None, Some(detail)) => format!("{name} returned {status}{hint}: {detail}"),
-        (None, None) => format!("{name} returned {status}{hint}"),
+        (Some(m), Some(detail)) => format!("{name} {said}{hint}: {m} ({detail})"),
+        (Some(m), None) => format!("{name} {said}{hint}: {m}"),
+        (None, Some(detail)) => format!("{name} {said}{hint}: {detail}"),
+        (None, None) => format!("{name} {said}{hint}"),
     };
     Failure {
         kind,
-        status: Some(response.status),
+        status: Some(came.unwrap_or(response.status)),
         headers: response.headers,
         body: Some(text),
         message,
@@ -294,9 +314,10 @@ pub(super) fn status_of_type(name: &str) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::super::secrets::secret_values;
-    use super::super::tests::{provider, sent};
+    use super::super::tests::{answer, provider, sent};
     use super::super::types::Wire;
     use super::*;
+    use serde_json::json;
 
     fn response(status: u16, body: &[u8]) -> HttpResponse {
         let mut headers = Headers::new();
@@ -327,6 +348,100 @@ mod tests {
                 f.message
             );
         }
+    }
+
+    #[test]
+    fn fields_that_are_not_what_the_wire_promises_are_no_answer() {
+        let cases: [(Wire, serde_json::Value); 12] = [
+            (
+                Wire::OpenAI,
+                json!({"choices": [{"message": 3, "finish_reason": "stop"}]}),
+            ),
+            (
+                Wire::OpenAI,
+                json!({"choices": [{"message": {"role": "assistant"}}]}),
+            ),
+            (
+                Wire::OpenAI,
+                json!({"choices": [{"message": {"content": "", "tool_calls": 3},
+                                    "finish_reason": "stop"}]}),
+            ),
+            (Wire::Ollama, json!({"message": 3, "done": true})),
+            (Wire::Ollama, json!({"message": {"role": "assistant"}})),
+            (
+                Wire::Ollama,
+                json!({"message": {"content": "", "tool_calls": {}}, "done": true}),
+            ),
+            (
+                Wire::Anthropic,
+                json!({"content": 3, "stop_reason": "end_turn"}),
+            ),
+            (
+                Wire::Anthropic,
+                json!({"content": [3], "stop_reason": "end_turn"}),
+            ),
+            (
+                Wire::Gemini,
+                json!({"candidates": {"content": {"parts": [{"text": "x"}]}}}),
+            ),
+            (Wire::Gemini, json!({"candidates": [3]})),
+            (
+                Wire::Gemini,
+                json!({"candidates": [{"content": 3, "finishReason": "STOP"}]}),
+            ),
+            (
+                Wire::Gemini,
+                json!({"candidates": [{"content": {"parts": []}}]}),
+            ),
+        ];
+        for (wire, body) in cases {
+            let p = provider(wire);
+            let f = answer(&p, body.to_string().as_bytes()).unwrap_err();
+            assert_eq!(
+                (f.kind, f.status),
+                (ErrorKind::ServerError, Some(200)),
+                "{body}"
+            );
+            assert!(
+                f.message.starts_with("malformed response body from p: ")
+                    || f.message.starts_with("p: "),
+                "names its provider: {}",
+                f.message
+            );
+        }
+        // An empty answer that ended as the vocabulary says is the model's.
+        let p = provider(Wire::Ollama);
+        let body = br#"{"message": {"role": "assistant", "content": ""}, "done": true}"#;
+        assert_eq!(
+            answer(&p, body).unwrap().finish_reason.as_deref(),
+            Some("stop")
+        );
+    }
+
+    #[test]
+    fn an_error_naming_no_status_in_a_200_is_reported_as_what_came() {
+        let p = provider(Wire::Ollama);
+        let f = answer(&p, br#"{"error": "model 'x' not found"}"#).unwrap_err();
+        assert_eq!(
+            (f.kind, f.status, f.message.as_str()),
+            (
+                ErrorKind::ServerError,
+                Some(200),
+                "p answered 200 with an error: model 'x' not found"
+            )
+        );
+        // One that names its status (OpenRouter's code) is reported as it.
+        let p = provider(Wire::OpenAI);
+        let body = br#"{"error": {"code": 429, "message": "upstream busy"}}"#;
+        let f = answer(&p, body).unwrap_err();
+        assert_eq!(
+            (f.kind, f.status, f.message.as_str()),
+            (
+                ErrorKind::RateLimited,
+                Some(429),
+                "p returned 429: upstream busy"
+            )
+        );
     }
 
     #[test]

@@ -695,17 +695,21 @@ fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let mut tool_calls = Vec::new();
     let mut thinking = Vec::new();
     for block in content {
-        match block.get("type").and_then(Value::as_str) {
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("a content block without a type: {block}"))?;
+        match kind {
             // Kept whole: Anthropic checks their signatures when a tool loop
             // sends them back.
-            Some("thinking" | "redacted_thinking") => thinking.push(block.clone()),
-            Some("text") => text.push_str(
+            "thinking" | "redacted_thinking" => thinking.push(block.clone()),
+            "text" => text.push_str(
                 block
                     .get("text")
                     .and_then(Value::as_str)
                     .ok_or("a text block without text")?,
             ),
-            Some("tool_use") => tool_calls.push(ToolCall {
+            "tool_use" => tool_calls.push(ToolCall {
                 id: block
                     .get("id")
                     .and_then(Value::as_str)

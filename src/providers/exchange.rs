@@ -50,9 +50,14 @@ pub async fn exchange(
     use crate::http::Transport;
     let attempt = async {
         match job {
-            Job::Stream(_) => streaming::start(provider, transport, sent, bounds.timeout)
-                .await
-                .map(|started| Reply::Stream(Box::new(started))),
+            Job::Stream(_) => {
+                let deadline = bounds
+                    .left
+                    .and_then(|left| tokio::time::Instant::now().checked_add(left));
+                streaming::start(provider, transport, sent, bounds.timeout, deadline)
+                    .await
+                    .map(|started| Reply::Stream(Box::new(started)))
+            }
             Job::Chat(_) | Job::Embed(_) => {
                 let response = transport
                     .send(sent, bounds.timeout)

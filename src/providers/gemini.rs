@@ -315,14 +315,47 @@ fn image_type(url: &str) -> Option<&'static str> {
     })
 }
 
+/// A candidate and its content parts.
+type Candidate<'a> = (&'a Map<String, Value>, &'a [Value]);
+
+/// The first candidate of an answer or a stream chunk (`None`: there is
+/// none) with its content parts (none: an answer that spent its whole
+/// budget thinking has no content). Fields that are not what the wire
+/// promises are malformed, never an empty answer.
+fn first_candidate(json: &Map<String, Value>) -> Result<Option<Candidate<'_>>, String> {
+    let candidates = match json.get("candidates") {
+        Some(Value::Array(candidates)) => candidates.as_slice(),
+        None | Some(Value::Null) => &[],
+        Some(other) => return Err(format!("candidates that are not a list: {other}")),
+    };
+    let candidate = match candidates.first() {
+        Some(Value::Object(candidate)) => candidate,
+        Some(other) => return Err(format!("a candidate that is not an object: {other}")),
+        None => return Ok(None),
+    };
+    let parts = match candidate.get("content") {
+        Some(Value::Object(content)) => match content.get("parts") {
+            Some(Value::Array(parts)) => parts.as_slice(),
+            None | Some(Value::Null) => &[],
+            Some(other) => return Err(format!("content parts that are not a list: {other}")),
+        },
+        None | Some(Value::Null) => &[],
+        Some(other) => {
+            return Err(format!(
+                "a candidate's content that is not an object: {other}"
+            ))
+        }
+    };
+    if let Some(part) = parts.iter().find(|p| !p.is_object()) {
+        return Err(format!("a content part that is not an object: {part}"));
+    }
+    Ok(Some((candidate, parts)))
+}
+
 fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let usage = json.get("usageMetadata").cloned().unwrap_or(Value::Null);
     let model = string_at(json, "modelVersion");
-    let candidate = json
-        .get("candidates")
-        .and_then(Value::as_array)
-        .and_then(|c| c.first());
-    let Some(candidate) = candidate else {
+    let Some((candidate, parts)) = first_candidate(json)? else {
         // A prompt the safety filters blocked has no candidate at all.
         if json
             .get("promptFeedback")
@@ -334,17 +367,11 @@ fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
                 Vec::new(),
                 None,
                 model,
-                "content_filter",
+                Some("content_filter".into()),
                 &usage,
             ));
         }
         return Err("no candidates in the response".into());
-    };
-    // An answer that spent its whole budget thinking has no content.
-    let parts = match candidate.pointer("/content/parts") {
-        Some(Value::Array(parts)) => parts.as_slice(),
-        None | Some(Value::Null) => &[],
-        Some(other) => return Err(format!("content parts are not a list: {other}")),
     };
     let mut text = String::new();
     let mut tool_calls = Vec::new();
@@ -366,11 +393,15 @@ fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
             text_signature = signature.cloned().or(text_signature);
         }
     }
-    let raw_finish = candidate
-        .get("finishReason")
-        .and_then(Value::as_str)
-        .unwrap_or("STOP");
-    let finish = finish_reason(raw_finish, !tool_calls.is_empty())?;
+    // Content without a reason ended as a STOP would; with no content
+    // either, nothing says there is an answer (no answer, as the rule for
+    // every wire says).
+    let has_content = !text.is_empty() || !tool_calls.is_empty();
+    let finish = match candidate.get("finishReason").and_then(Value::as_str) {
+        Some(raw) => Some(finish_reason(raw, !tool_calls.is_empty())?),
+        None if has_content => Some(finish_reason("STOP", !tool_calls.is_empty())?),
+        None => None,
+    };
     // Signatures go back on their parts when the history returns here.
     let provider_data = (!call_signatures.is_empty() || text_signature.is_some()).then(|| {
         let mut signatures = Map::new();
@@ -387,7 +418,7 @@ fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         tool_calls,
         provider_data,
         model,
-        &finish,
+        finish,
         &usage,
     ))
 }
@@ -482,7 +513,7 @@ fn stream_event(
     if let Some(usage) = json.get("usageMetadata") {
         out.push(Delta::Usage(usage_of(usage)));
     }
-    let Some(candidate) = json.get("candidates").and_then(|c| c.get(0)) else {
+    let Some((candidate, parts)) = first_candidate(&json)? else {
         if json
             .get("promptFeedback")
             .and_then(|f| f.get("blockReason"))
@@ -493,33 +524,28 @@ fn stream_event(
         return Ok(());
     };
     let mut has_calls = false;
-    if let Some(parts) = candidate
-        .pointer("/content/parts")
-        .and_then(Value::as_array)
-    {
-        for p in parts {
-            let signature = p.get("thoughtSignature").filter(|s| s.is_string());
-            if let Some(call) = p.get("functionCall") {
-                has_calls = true;
-                let call = function_call(call)?;
-                if let Some(signature) = signature {
-                    let calls = extras.entry("calls").or_insert_with(|| json!({}));
-                    calls[call.id.as_str()] = signature.clone();
-                }
-                out.push(Delta::ToolCall(call));
-            } else if let Some(text) = p.get("text") {
-                if let Some(signature) = signature {
-                    extras.insert("text".into(), signature.clone());
-                }
-                let text = text
-                    .as_str()
-                    .ok_or("a text part that is not text")?
-                    .to_string();
-                if p.get("thought") == Some(&Value::Bool(true)) {
-                    out.push(Delta::Reasoning(text));
-                } else {
-                    out.push(Delta::Text(text));
-                }
+    for p in parts {
+        let signature = p.get("thoughtSignature").filter(|s| s.is_string());
+        if let Some(call) = p.get("functionCall") {
+            has_calls = true;
+            let call = function_call(call)?;
+            if let Some(signature) = signature {
+                let calls = extras.entry("calls").or_insert_with(|| json!({}));
+                calls[call.id.as_str()] = signature.clone();
+            }
+            out.push(Delta::ToolCall(call));
+        } else if let Some(text) = p.get("text") {
+            if let Some(signature) = signature {
+                extras.insert("text".into(), signature.clone());
+            }
+            let text = text
+                .as_str()
+                .ok_or("a text part that is not text")?
+                .to_string();
+            if p.get("thought") == Some(&Value::Bool(true)) {
+                out.push(Delta::Reasoning(text));
+            } else {
+                out.push(Delta::Text(text));
             }
         }
     }
@@ -544,7 +570,7 @@ fn answer(
     tool_calls: Vec<ToolCall>,
     provider_data: Option<Value>,
     model: Option<String>,
-    finish: &str,
+    finish: Option<String>,
     usage: &Value,
 ) -> ChatResponse {
     ChatResponse {
@@ -552,7 +578,7 @@ fn answer(
         tool_calls,
         provider_data,
         model,
-        finish_reason: Some(finish.to_string()),
+        finish_reason: finish,
         usage: usage_of(usage),
         request_id: None,
         raw: String::new(),

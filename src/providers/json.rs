@@ -55,6 +55,17 @@ pub(super) fn function_call(call: &Value, id: Option<fn() -> String>) -> Result<
     })
 }
 
+/// The `tool_calls` of a message in the function form (Chat Completions,
+/// Ollama): a list, or none when absent or null; anything else is not what
+/// the wire promises.
+pub(super) fn calls_of(message: &Map<String, Value>) -> Result<&[Value], String> {
+    match message.get("tool_calls") {
+        Some(Value::Array(calls)) => Ok(calls),
+        None | Some(Value::Null) => Ok(&[]),
+        Some(other) => Err(format!("tool calls that are not a list: {other}")),
+    }
+}
+
 /// A stream event's data as a JSON object: anything else is an event that
 /// cannot be decoded, a failure of the stream.
 pub(super) fn event_json(data: &str) -> Result<Map<String, Value>, String> {

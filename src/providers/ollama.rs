@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::json::{event_json, floats, function_call, new_call_id, string_at};
+use super::json::{calls_of, event_json, floats, function_call, new_call_id, string_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
 use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolChoice};
@@ -171,30 +171,37 @@ fn unable(request: &ChatRequest) -> Option<String> {
 }
 
 fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
-    let message = json.get("message").ok_or("no message in the response")?;
+    let message = match json.get("message") {
+        Some(Value::Object(message)) => message,
+        Some(other) => return Err(format!("the message is not an object: {other}")),
+        None => return Err("no message in the response".into()),
+    };
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
         Some(other) => return Err(format!("message content is not text: {other}")),
     };
     let mut tool_calls = Vec::new();
-    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-        for call in calls {
-            tool_calls.push(function_call(call, Some(new_call_id))?);
-        }
+    for call in calls_of(message)? {
+        tool_calls.push(function_call(call, Some(new_call_id))?);
     }
+    // `done: true` ends an answer; older servers give it without a reason.
+    let done = json.get("done") == Some(&Value::Bool(true));
     let finish = match json.get("done_reason").and_then(Value::as_str) {
-        Some("stop") | None if !tool_calls.is_empty() => "tool_calls".to_string(),
+        Some("stop") | None if !tool_calls.is_empty() => Some("tool_calls".to_string()),
         // A model loaded or unloaded without a prompt: nothing was cut.
-        Some("load" | "unload") | None => "stop".to_string(),
-        Some(reason) => conversation::finish_reason(reason),
+        Some("load" | "unload") => Some("stop".to_string()),
+        None if done => Some("stop".to_string()),
+        // Nothing says the answer ended.
+        None => None,
+        Some(reason) => Some(conversation::finish_reason(reason)),
     };
     Ok(ChatResponse {
         text,
         tool_calls,
         provider_data: None,
         model: string_at(json, "model"),
-        finish_reason: Some(finish),
+        finish_reason: finish,
         usage: Usage {
             input_tokens: json.get("prompt_eval_count").and_then(Value::as_u64),
             output_tokens: json.get("eval_count").and_then(Value::as_u64),
@@ -223,21 +230,24 @@ fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), String> {
     if let Some(model) = string_at(&json, "model") {
         out.push(Delta::Model(model));
     }
-    if let Some(message) = json.get("message") {
-        if let Some(text) = message.get("thinking").and_then(Value::as_str) {
-            out.push(Delta::Reasoning(text.to_string()));
+    match json.get("message") {
+        Some(Value::Object(message)) => {
+            for (field, delta) in [
+                ("thinking", Delta::Reasoning as fn(String) -> Delta),
+                ("content", Delta::Text),
+            ] {
+                match message.get(field) {
+                    Some(Value::String(text)) => out.push(delta(text.clone())),
+                    None | Some(Value::Null) => {}
+                    Some(other) => return Err(format!("message {field} is not text: {other}")),
+                }
+            }
+            for call in calls_of(message)? {
+                out.push(Delta::ToolCall(function_call(call, Some(new_call_id))?));
+            }
         }
-        if let Some(text) = message.get("content").and_then(Value::as_str) {
-            out.push(Delta::Text(text.to_string()));
-        }
-        for call in message
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            out.push(Delta::ToolCall(function_call(call, Some(new_call_id))?));
-        }
+        None | Some(Value::Null) => {}
+        Some(other) => return Err(format!("the message is not an object: {other}")),
     }
     if json.get("done") == Some(&Value::Bool(true)) {
         out.push(Delta::Usage(Usage {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::json::{event_json, floats, function_call, stable_digest, string_at, u64_at};
+use super::json::{calls_of, event_json, floats, function_call, stable_digest, string_at, u64_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
 use super::wire_format::{Parts, WireFormat};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
@@ -369,9 +369,15 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
         .and_then(Value::as_array)
         .and_then(|c| c.first())
         .ok_or("no choices in the response")?;
-    let message = choice
-        .get("message")
-        .ok_or("no message in the first choice")?;
+    let message = match choice.get("message") {
+        Some(Value::Object(message)) => message,
+        Some(other) => {
+            return Err(format!(
+                "the first choice's message is not an object: {other}"
+            ))
+        }
+        None => return Err("no message in the first choice".into()),
+    };
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         // A refusal or a tool call carries no text.
@@ -404,10 +410,8 @@ pub(super) fn parse(json: &Map<String, Value>) -> Result<ChatResponse, String> {
     let refused = refusal.is_some();
     let text = refusal.map_or(text, str::to_string);
     let mut tool_calls = Vec::new();
-    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-        for call in calls {
-            tool_calls.push(function_call(call, None)?);
-        }
+    for call in calls_of(message)? {
+        tool_calls.push(function_call(call, None)?);
     }
     let has_calls = !tool_calls.is_empty();
     // Groq has reported usage under `x_groq` as well as (or instead of) `usage`.
@@ -513,7 +517,12 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
         .iter()
         .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
     if let Some(choice) = first {
-        if let Some(delta) = choice.get("delta") {
+        let delta = match choice.get("delta") {
+            Some(Value::Object(delta)) => Some(delta),
+            None | Some(Value::Null) => None,
+            Some(other) => return Err(format!("a delta that is not an object: {other}")),
+        };
+        if let Some(delta) = delta {
             let text = |key: &str| match delta.get(key) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(text)) => Ok(Some(text.to_string())),
@@ -546,25 +555,23 @@ pub(super) fn stream_event(frame: &Frame, out: &mut Vec<Delta>) -> Result<(), St
                     out.push(Delta::Reasoning(text));
                 }
             }
-            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                for (position, call) in calls.iter().enumerate() {
-                    let index = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .map_or(position, |i| i as usize);
-                    let function = call.get("function");
-                    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-                    out.push(Delta::ToolCallPart {
-                        index,
-                        id: text(call.get("id")).filter(|id| !id.is_empty()),
-                        name: text(function.and_then(|f| f.get("name"))).filter(|n| !n.is_empty()),
-                        arguments: match function.and_then(|f| f.get("arguments")) {
-                            Some(Value::String(text)) => text.clone(),
-                            None | Some(Value::Null) => String::new(),
-                            Some(other) => other.to_string(),
-                        },
-                    });
-                }
+            for (position, call) in calls_of(delta)?.iter().enumerate() {
+                let index = call
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .map_or(position, |i| i as usize);
+                let function = call.get("function");
+                let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+                out.push(Delta::ToolCallPart {
+                    index,
+                    id: text(call.get("id")).filter(|id| !id.is_empty()),
+                    name: text(function.and_then(|f| f.get("name"))).filter(|n| !n.is_empty()),
+                    arguments: match function.and_then(|f| f.get("arguments")) {
+                        Some(Value::String(text)) => text.clone(),
+                        None | Some(Value::Null) => String::new(),
+                        Some(other) => other.to_string(),
+                    },
+                });
             }
         }
         if let Some(reason) = choice

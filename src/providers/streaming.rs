@@ -22,10 +22,21 @@ use crate::engine::classify::{classify_status, ErrorBody};
 use crate::engine::{ErrorKind, Failure, Headers};
 use crate::http::{BodyStream, HttpRequest, Opened, ReqwestTransport};
 use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame, Framing, StreamError};
+use tokio::time::Instant;
 
 /// The most chunks handed to the caller in one batch (more that has
 /// already arrived waits for the next read).
 const BATCH: usize = 512;
+
+/// How long a stream is read on after its answer is complete (a finish
+/// reason came) for what may trail it: the usage chunk and `[DONE]` after
+/// Chat Completions' finish, Anthropic's `message_stop` after the
+/// `message_delta` that holds the stop reason, a body's end. Servers send
+/// these at once with the finish, so a second is ample for them; a server
+/// that keeps the connection open with nothing more to say then ends the
+/// stream (successfully, with what came) instead of holding the caller for
+/// the whole idle `timeout`. Never past the call's deadline either.
+const TRAILER_GRACE: Duration = Duration::from_secs(1);
 
 /// A stream being read.
 pub struct LiveStream {
@@ -49,6 +60,12 @@ pub struct LiveStream {
     failed: Option<Failure>,
     /// The body reached its end (or the end marker came and reading stopped).
     done: bool,
+    /// When the call's deadline falls (the attempt's `left` from its
+    /// start): what trails the answer is not waited for past it.
+    deadline: Option<Instant>,
+    /// Once the answer is complete, when reading for what trails it stops
+    /// ([`TRAILER_GRACE`] after the finish, or the deadline if sooner).
+    trailers_until: Option<Instant>,
 }
 
 impl std::fmt::Debug for LiveStream {
@@ -78,12 +95,14 @@ impl crate::engine::Answer for StartedStream {
 /// One streaming attempt: opens the request and reads until the first
 /// content chunk (or a complete answer without any), waiting at most
 /// `idle` for the head and for each read. The caller bounds the whole start
-/// (keep-alives reset `idle`, never the deadline).
+/// (keep-alives reset `idle`, never the deadline); `deadline`, when the
+/// call's deadline falls, bounds what is read after the answer is complete.
 pub async fn start(
     provider: &ProviderConfig,
     transport: &ReqwestTransport,
     sent: &HttpRequest,
     idle: Duration,
+    deadline: Option<Instant>,
 ) -> Result<StartedStream, Failure> {
     let opened = transport
         .open(sent, idle)
@@ -124,6 +143,8 @@ pub async fn start(
         whole_provider_data: None,
         failed: None,
         done: false,
+        deadline,
+        trailers_until: None,
     };
     if json_answer {
         // A JSON document where a stream was asked for: an error, or a
@@ -190,7 +211,12 @@ impl LiveStream {
                 continue;
             };
             let read = if out.is_empty() {
-                tokio::time::timeout(idle, body.next()).await
+                // Once the answer is complete, what trails it gets only
+                // what is left of its grace.
+                let wait = self.trailers_until.map_or(idle, |until| {
+                    idle.min(until.saturating_duration_since(Instant::now()))
+                });
+                tokio::time::timeout(wait, body.next()).await
             } else if out.len() >= BATCH {
                 return Ok(Some(out));
             } else {
@@ -205,8 +231,9 @@ impl LiveStream {
             let piece = match read {
                 Ok(Ok(Some(bytes))) => Some(bytes),
                 Ok(Ok(None)) => None,
-                // A stall or a cut after the end marker is no failure: the
-                // answer is whole (only a trailing usage chunk is lost).
+                // A stall (or the grace for what trails it running out) or
+                // a cut after the end marker is no failure: the answer is
+                // whole (only a trailing usage chunk is lost).
                 _ if self.acc.ended => {
                     self.close();
                     continue;
@@ -303,6 +330,11 @@ impl LiveStream {
                         }
                     }
                     self.acc.apply(Delta::Finish(reason), out);
+                    if self.trailers_until.is_none() {
+                        let grace = Instant::now() + TRAILER_GRACE;
+                        self.trailers_until =
+                            Some(self.deadline.map_or(grace, |deadline| grace.min(deadline)));
+                    }
                 }
                 delta => self.acc.apply(delta, out),
             }
