@@ -498,6 +498,26 @@ def test_what_trails_the_finish_is_not_waited_for_past_the_deadline(
     mock_server.close()
 
 
+@pytest.mark.parametrize(
+    "trailer",
+    ['data: {"error": {"message": "boom", "type": "server_error"}}', "data: {not json"],
+    ids=["an error event", "an event that cannot be decoded"],
+)
+@pytest.mark.parametrize("on_interrupt", ["raise", "restart"])
+def test_what_goes_wrong_after_the_finish_never_costs_the_answer(
+    mock_server: MockServer, face: str, trailer: str, on_interrupt: str
+) -> None:
+    """Found by the new-user trial of 2026-12-02: a complete answer was raised as
+    StreamInterrupted, and with on_interrupt="restart" generated (and billed) again."""
+    mock_server.push(sse=[oa_text("Complete answer."), OA_STOP, trailer])
+    client = failover.Client({"p": openai(mock_server)})
+    chunks, r = collect(face, client, on_interrupt=on_interrupt)
+    assert (r.text, r.finish_reason) == ("Complete answer.", "stop")
+    assert [c.kind for c in chunks if c.kind != "text"] == []  # no restart
+    assert len(mock_server.requests) == 1  # never asked again
+    mock_server.close()
+
+
 def test_a_keep_alive_comment_resets_the_idle_timeout(mock_server: MockServer) -> None:
     # Three comments 5 ms apart never let 0.3 s pass in silence... the events
     # themselves are what arrives, so this checks comments are no failure.

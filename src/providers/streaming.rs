@@ -394,6 +394,13 @@ impl LiveStream {
         mut failure: Failure,
     ) -> Result<Option<Vec<Chunk>>, Failure> {
         self.close();
+        if self.acc.ended && !self.acc.has_pending_calls() {
+            // The answer is whole: what goes wrong in what trails its finish
+            // (an error event, an event that cannot be decoded) costs at most
+            // a usage chunk, never the answer, and is never a reason to
+            // generate it again.
+            return Ok((!out.is_empty()).then_some(out));
+        }
         // The stream's own status: the attempt was answered with it.
         failure.status = failure.status.or(Some(self.status));
         if out.is_empty() {
