@@ -100,6 +100,8 @@ def test_model_with_a_pool_says_the_pool_has_several_providers(
     with pytest.raises(failover.ConfigurationError) as info:
         client.prompt("Hi", provider="gpt", model="x")
     assert "pool 'gpt' has 2: ['gpt/0', 'gpt/1']" in str(info.value)
+    # No advice that leads nowhere: a pool's members cannot be named with provider=.
+    assert "provider=" not in str(info.value)
     with pytest.raises(failover.ConfigurationError) as info:
         client.prompt("Hi", model="x")
     assert "this call's has 3: ['gpt/0', 'gpt/1', 'solo']" in str(info.value)

@@ -335,14 +335,20 @@ class Client:
         if model is not None and len(chain_names) != 1:
             # Named in the configured order (the core orders pools per call).
             pool_names = [n for n in names if n not in self._index]
-            why = (
-                f"pool {pool_names[0]!r} has {len(chain_names)}: {chain_names}"
-                if provider is not None and names == pool_names and len(pool_names) == 1
-                else f"this call's has {len(chain_names)}: {chain_names}"
-            )
+            if provider is not None and names == pool_names and len(pool_names) == 1:
+                # A pool's members share one name: none can be named alone.
+                why = (
+                    f"pool {pool_names[0]!r} has {len(chain_names)}: {chain_names}; a pool of "
+                    f"several members takes no model= (give it a one-member pool or a provider "
+                    f"of its own for that model)"
+                )
+            else:
+                why = (
+                    f"this call's has {len(chain_names)}: {chain_names}; name a single "
+                    f"provider with provider="
+                )
             raise ConfigurationError(
-                f"model= names one provider's model, so it needs a chain of one provider, "
-                f"and {why}; name a single provider with provider="
+                f"model= names one provider's model, so it needs a chain of one provider, and {why}"
             )
         chain, pools = self._chain(names)
         if model is not None:
