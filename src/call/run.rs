@@ -161,12 +161,12 @@ impl<C: Clock, E> Call<C, E> {
                         Some(_) => base,
                     }
                 });
-                let asks_key = recent.is_some() && !providers::key_header_given(provider, built);
+                // The caller's own header under the key's name: the key is
+                // not sent, so its source is not asked.
+                let recent = recent.filter(|_| !providers::key_header_given(provider, built));
+                let asks_key = recent.is_some();
                 let sent = match recent {
                     None => Ok(built.clone()),
-                    // The caller's own header under the key's name: the key is
-                    // not sent, so its source is not asked.
-                    Some(_) if providers::key_header_given(provider, built) => Ok(built.clone()),
                     Some(recent) => keys
                         .key(KeyAsk {
                             position,
