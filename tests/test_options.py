@@ -85,6 +85,7 @@ def test_values_json_cannot_carry_are_refused_when_given() -> None:
         lambda s: failover.OpenAICompatible(model="m", base_url="ftp://host/v1"),
         lambda s: failover.Client({"a": openai(s)}).prompt("Hi", max_tokens=-1),
         lambda s: failover.Client({"a": openai(s)}).prompt("Hi", temperature=float("nan")),
+        lambda s: failover.Client({"a": openai(s)}).prompt("Hi", temperature=2.5),
         lambda s: failover.Client({"a": openai(s)}).prompt("Hi", provider=["a", "a"]),
     ],
 )

@@ -413,7 +413,9 @@ class Client:
         if max_tokens is not None:
             max_tokens = count("max_tokens", max_tokens, minimum=1, maximum=2**31 - 1)
         if temperature is not None:
-            temperature = number("temperature", temperature, low=0.0, high=100.0)
+            # 0 to 2: the widest range a provider takes (OpenAI, Gemini); above it
+            # every one refuses, and its 400 would stop the chain.
+            temperature = number("temperature", temperature, low=0.0, high=2.0)
         args = CallArgs()
         self._common_args(
             args,
