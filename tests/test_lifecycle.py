@@ -69,6 +69,90 @@ def test_cancelling_a_task_closes_its_connection():
     listener.close()
 
 
+def _one_connection_server() -> tuple[socket.socket, threading.Event]:
+    """A server that answers every request on its one connection, and sets the event when the
+    client hangs up."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    closed = threading.Event()
+    body = b'{"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    answer = head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(10)
+        try:
+            while data := conn.recv(65536):
+                if b"\r\n\r\n" in data:
+                    conn.sendall(answer)
+        except OSError:
+            return
+        closed.set()
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, closed
+
+
+@pytest.mark.parametrize("where", ["the closing thread", "a thread that ended"])
+def test_closing_a_client_closes_the_connections_of_its_sync_calls(where):
+    """A sync call runs on its thread's own connection pool: closing the client, or the end of
+    the thread, must still hang up, not leave a socket open until the process ends."""
+    listener, closed = _one_connection_server()
+    port = listener.getsockname()[1]
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}")}
+    )
+    if where == "the closing thread":
+        assert client.prompt("Hi").text == "hi"
+        assert not closed.wait(0.2), "hung up before the client was closed"
+        client.close()
+    else:
+        worker = threading.Thread(target=lambda: client.prompt("Hi"))
+        worker.start()
+        worker.join()
+    assert closed.wait(5), f"the connection stayed open after {where}"
+    client.close()
+    listener.close()
+
+
+def test_a_forked_child_makes_sync_calls_of_its_own():
+    """A parent that made only sync calls started no runtime threads: its child makes calls on
+    a runtime of its own, never on the parent's sockets."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    script = """
+import http.server, os, sys, threading, failover
+body = b'{"choices": [{"message": {"content": "%d"}, "finish_reason": "stop"}]}'
+class Answer(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers["content-length"]))
+        reply = body % os.getpid()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+url = "http://127.0.0.1:%d" % server.server_port
+client = failover.Client({"p": failover.OpenAICompatible(model="m", base_url=url)})
+assert client.prompt("Hi").text == str(os.getpid())
+pid = os.fork()
+if pid == 0:
+    answer = client.prompt("Hi", timeout=5).text
+    os._exit(3 if answer == str(os.getppid()) else 4)
+_, status = os.waitpid(pid, 0)
+assert client.prompt("Hi").text == str(os.getpid())
+sys.exit(os.WEXITSTATUS(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == 3
+
+
 def test_a_forked_child_gets_an_error_not_a_hang(mock_server):
     """Found in the second review."""
     import os

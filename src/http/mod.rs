@@ -1,5 +1,6 @@
 //! The HTTP transport: reqwest with rustls behind a small trait, one
-//! connection pool per client. Every failure becomes an engine [`Failure`].
+//! connection pool per transport (a client makes one per runtime it runs
+//! on). Every failure becomes an engine [`Failure`].
 
 use std::future::Future;
 use std::pin::Pin;

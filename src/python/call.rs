@@ -3,9 +3,7 @@
 //! core call and its `Face`), key callables behind the core's `KeySource`,
 //! and a failed call's exception.
 
-use std::future::Future;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -14,22 +12,21 @@ use super::clock::CallClock;
 use super::errors::{configuration_error, internal_error};
 use super::events::EventTarget;
 use super::failures::call_error;
-use super::runtime::{runtime, Interrupt};
+use super::runtime::{blocking, Interrupt, Pools};
 use super::seam::{attempts_list, EmbeddingsData, KeySource, ResponseData};
 use crate::call::{self, KeyAsk, NoKey, RecentKeys};
 use crate::engine::{self, ErrorKind, Failure};
-use crate::http::ReqwestTransport;
 use crate::providers::{self, Reply};
-
-/// How often a blocking call wakes to let Python handle Ctrl-C.
-const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 pub(super) struct Inner {
     /// Providers, proxy secrets, the shared state, pools' busy counts.
     pub(super) core: Arc<call::Client>,
     pub(super) keys: Vec<KeySource>,
-    /// `None` once the client is closed; calls in flight keep their clone.
-    pub(super) transport: RwLock<Option<ReqwestTransport>>,
+    /// Its connection pools; closed with the client.
+    pub(super) pools: Arc<Pools>,
+    /// Its state lives on Redis, whose connection is the shared runtime's:
+    /// its sync calls run there too.
+    pub(super) fleet: bool,
     /// `failover._events._emitter(on_event)`.
     pub(super) emit: Py<PyAny>,
 }
@@ -53,32 +50,6 @@ pub(super) struct Face {
     /// carries it as `__cause__`. Its text is not copied into the error, the
     /// log or events: the library cannot know what it holds.
     pub(super) key_errors: call::KeyErrors<PyErr>,
-}
-
-/// Drives `future` to completion for a synchronous caller, with the GIL
-/// released, checking for Ctrl-C between slices (dropping the future on an
-/// interrupt cancels its HTTP request). `block_in_place` lets this work on a
-/// thread that is already inside the runtime too: an event hook or a sleeper
-/// making a sync call hands its worker's tasks to another thread first.
-pub(super) fn block_on_interruptibly<T: Send>(
-    py: Python<'_>,
-    future: impl Future<Output = T> + Send,
-) -> PyResult<T> {
-    let runtime = runtime()?;
-    let mut future = Box::pin(future);
-    loop {
-        let slice = py.detach(|| {
-            tokio::task::block_in_place(|| {
-                runtime.block_on(async {
-                    tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
-                })
-            })
-        });
-        match slice {
-            Ok(value) => return Ok(value),
-            Err(_) => py.check_signals()?,
-        }
-    }
 }
 
 /// One call, with a panic anywhere inside it turned into a
@@ -245,7 +216,7 @@ fn callable_key(
     key_error: impl FnOnce(Option<PyErr>),
 ) -> Result<String, NoKey> {
     let name = &provider.name;
-    tokio::task::block_in_place(|| {
+    blocking(|| {
         Python::attach(|py| {
             let value = match callable.call0(py) {
                 Ok(value) => {

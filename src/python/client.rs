@@ -1,16 +1,16 @@
 //! The native half of `failover.Client`: one engine future per call, awaited
 //! by asyncio or driven to completion with the GIL released.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::call::{block_on_interruptibly, run_call, Call, Face, Inner};
+use super::call::{run_call, Call, Face, Inner};
 use super::clock::CallClock;
-use super::errors::{configuration_error, failover_error, internal_error, seconds};
+use super::errors::{configuration_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::json::{json_from, list_from, text_arg};
-use super::runtime::{self, runtime, Interrupt};
+use super::runtime::{self, runtime, Interrupt, Pools, SyncDriver};
 use super::seam::{optional_seconds, CallArgs, EmbedArgs, ProviderSpec, TransportSpec};
 use super::stream::NativeStream;
 use crate::call::{self, Plan, Pool, Strategy};
@@ -39,26 +39,31 @@ impl NativeClient {
             .map(|spec| (spec.config, spec.key))
             .unzip();
         let options = transport.options()?;
-        let transport = ReqwestTransport::new(&options).map_err(configuration_error)?;
+        let proxies = options.proxy_urls();
+        let pools = Pools::new(options).map_err(configuration_error)?;
+        let fleet = state.is_some();
         let state: Arc<dyn SharedState> = match state {
             Some(fleet) => fleet.shared(),
             None => Arc::new(LocalState::new()),
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                core: Arc::new(call::Client::new(configs, &options.proxy_urls(), state)),
+                core: Arc::new(call::Client::new(configs, &proxies, state)),
                 keys,
-                transport: RwLock::new(Some(transport)),
+                pools: Arc::new(pools),
+                fleet,
                 emit,
             }),
         })
     }
 
-    /// Blocking chat call: the engine future runs on the shared runtime with
-    /// the GIL released, waking every 50 ms so Ctrl-C raises promptly.
+    /// Blocking chat call: the engine future runs with the GIL released, on
+    /// this thread's own runtime (or the shared one: `SyncDriver`), waking
+    /// every 50 ms so Ctrl-C raises promptly.
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
-        let call = self.call(py, args, None, false)?;
-        block_on_interruptibly(py, run_call(Arc::clone(&self.inner), call))?
+        let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
+        let call = self.call(py, args, None, false, driver.transport())?;
+        driver.run(py, run_call(Arc::clone(&self.inner), call))?
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
@@ -71,7 +76,8 @@ impl NativeClient {
         runtime()?;
         // Looked up once: the engine future, its events and its sleeper share them.
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let call = self.call(py, args, Some(locals.clone()), false)?;
+        let transport = self.inner.pools.shared()?;
+        let call = self.call(py, args, Some(locals.clone()), false, transport)?;
         self.run_async(py, locals, call)
     }
 
@@ -79,7 +85,10 @@ impl NativeClient {
     /// `restart`: after a failure past the first content, start again
     /// (`on_interrupt="restart"`) instead of raising `StreamInterrupted`.
     fn stream(&self, py: Python<'_>, args: CallArgs<'_>, restart: bool) -> PyResult<NativeStream> {
-        let mut call = self.call(py, args, None, true)?;
+        // A stream may be read on another thread than the one that made it:
+        // it keeps to the shared runtime, whose connections any thread can drive.
+        let transport = self.inner.pools.shared()?;
+        let mut call = self.call(py, args, None, true, transport)?;
         call.refuse_if_unserved(py)?;
         Ok(NativeStream::new(Arc::clone(&self.inner), call, restart))
     }
@@ -93,7 +102,8 @@ impl NativeClient {
     ) -> PyResult<NativeStream> {
         runtime()?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let mut call = self.call(py, args, Some(locals.clone()), true)?;
+        let transport = self.inner.pools.shared()?;
+        let mut call = self.call(py, args, Some(locals.clone()), true, transport)?;
         call.refuse_if_unserved(py)?;
         Ok(NativeStream::with_locals(
             Arc::clone(&self.inner),
@@ -105,8 +115,9 @@ impl NativeClient {
 
     /// Blocking embeddings call: the same engine future as `prompt`.
     fn embed(&self, py: Python<'_>, args: EmbedArgs<'_>) -> PyResult<Py<PyAny>> {
-        let call = self.embed_call(py, args, None)?;
-        block_on_interruptibly(py, run_call(Arc::clone(&self.inner), call))?
+        let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
+        let call = self.embed_call(py, args, None, driver.transport())?;
+        driver.run(py, run_call(Arc::clone(&self.inner), call))?
     }
 
     fn embed_async<'py>(
@@ -116,7 +127,8 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         runtime()?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let call = self.embed_call(py, args, Some(locals.clone()))?;
+        let transport = self.inner.pools.shared()?;
+        let call = self.embed_call(py, args, Some(locals.clone()), transport)?;
         self.run_async(py, locals, call)
     }
 
@@ -145,22 +157,12 @@ impl NativeClient {
     /// Releases the connection pool. Calls in flight finish; later calls
     /// raise `FailoverError`.
     fn close(&self) {
-        let mut transport = self
-            .inner
-            .transport
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
-        *transport = None;
+        self.inner.pools.close();
     }
 
     #[getter]
     fn is_closed(&self) -> bool {
-        let transport = self
-            .inner
-            .transport
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        transport.is_none()
+        self.inner.pools.is_closed()
     }
 }
 
@@ -179,18 +181,6 @@ impl NativeClient {
         })
     }
 
-    /// The pool to send with, unless the client is closed.
-    fn transport(&self) -> PyResult<ReqwestTransport> {
-        let guard = self
-            .inner
-            .transport
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        guard.clone().ok_or_else(|| {
-            failover_error("this Client is closed: make a new one to call providers again")
-        })
-    }
-
     fn check_chain(&self, chain: &[usize]) -> PyResult<()> {
         if chain.is_empty() || chain.iter().any(|&i| i >= self.inner.core.providers.len()) {
             return Err(configuration_error(
@@ -206,8 +196,8 @@ impl NativeClient {
         args: CallArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
         stream: bool,
+        transport: ReqwestTransport,
     ) -> PyResult<Call> {
-        let transport = self.transport()?;
         self.check_chain(&args.chain)?;
         let messages = list_from("messages", &args.messages)?;
         let messages = conversation::parse_messages(&messages).map_err(configuration_error)?;
@@ -267,8 +257,8 @@ impl NativeClient {
         py: Python<'_>,
         args: EmbedArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
+        transport: ReqwestTransport,
     ) -> PyResult<Call> {
-        let transport = self.transport()?;
         self.check_chain(&args.chain)?;
         let request = EmbedRequest {
             inputs: args.texts,

@@ -153,7 +153,7 @@ impl Clock for CallableClock {
                 })
             };
             // A blocking sleeper must not stall the runtime worker it runs on.
-            let outcome = match tokio::task::block_in_place(call) {
+            let outcome = match super::runtime::blocking(call) {
                 Ok(Some(fut)) => fut.await,
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),

@@ -1,24 +1,57 @@
-//! The shared tokio runtime, and the two ways Python code can end a call
+//! The runtimes calls run on, and the two ways Python code can end a call
 //! from inside it.
+//!
+//! Async calls and streams run on the shared multi-thread runtime that
+//! pyo3-async-runtimes owns. A sync whole call (`prompt`, `embed`) made from
+//! plain Python code runs instead on the calling thread's own current-thread
+//! runtime, with that thread's own connection pool of the client: no thread
+//! hops (the shared runtime's workers own its sockets, so a call driven from
+//! outside them wakes a worker for every read and is woken back), which was
+//! about half of a sync call's CPU. A connection belongs to the runtime that
+//! opened it, hence one pool per thread and runtime.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use tokio::runtime::Runtime;
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::errors::failover_error;
 use crate::call::{Interrupted, Interrupter};
+use crate::http::{ReqwestTransport, TransportOptions};
 
-/// The runtime pyo3-async-runtimes owns, for this process only: its worker
-/// threads do not survive `fork()`, and a call in a forked child would wait
-/// forever on them.
-pub fn runtime() -> PyResult<&'static Runtime> {
-    static OWNER: OnceLock<u32> = OnceLock::new();
-    let pid = std::process::id();
-    if *OWNER.get_or_init(|| pid) != pid {
+/// The shared runtime has been started in this process.
+static STARTED: AtomicBool = AtomicBool::new(false);
+/// This process was forked after the shared runtime had started.
+static FORKED_AFTER_START: AtomicBool = AtomicBool::new(false);
+/// How many times this process's ancestry forked since failover was loaded:
+/// a thread's own runtime made before the latest fork belongs to the parent.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::SeqCst);
+    if STARTED.load(Ordering::SeqCst) {
+        FORKED_AFTER_START.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Notes forks as they happen (instead of comparing process ids, a system
+/// call, on every call). Called once, when the module loads.
+pub fn watch_forks() {
+    #[cfg(unix)]
+    // SAFETY: registers a handler that only touches atomics, which is
+    // async-signal-safe, as a child's fork handler must be.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    }
+}
+
+fn refuse_if_forked() -> PyResult<()> {
+    if FORKED_AFTER_START.load(Ordering::Relaxed) {
         return Err(failover_error(
             "this process was forked after failover had started its runtime in the parent \
              (a client's first call, or a MockServer), and that runtime's threads do not \
@@ -26,7 +59,275 @@ pub fn runtime() -> PyResult<&'static Runtime> {
              (or use the 'spawn' start method)",
         ));
     }
+    Ok(())
+}
+
+/// The runtime pyo3-async-runtimes owns, for this process only: its worker
+/// threads do not survive `fork()`, and a call in a forked child would wait
+/// forever on them.
+pub fn runtime() -> PyResult<&'static Runtime> {
+    refuse_if_forked()?;
+    STARTED.store(true, Ordering::Relaxed);
     Ok(pyo3_async_runtimes::tokio::get_runtime())
+}
+
+/// Runs `f`, which blocks (Python code: a sleeper, a key callable), without
+/// stalling other tasks: on a shared-runtime worker, after handing its tasks
+/// to another thread; on a thread's own runtime, in place (nothing else
+/// waits on that thread but its own call).
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// A client's connection pools: the shared runtime's, and each thread's
+/// own (in that thread's [`LocalDriver`], found by this pool's address).
+pub struct Pools {
+    options: TransportOptions,
+    /// `None` once the client is closed; calls in flight keep their clone.
+    shared: RwLock<Option<ReqwestTransport>>,
+}
+
+impl Pools {
+    pub fn new(options: TransportOptions) -> Result<Self, String> {
+        let shared = ReqwestTransport::new(&options)?;
+        Ok(Self {
+            options,
+            shared: RwLock::new(Some(shared)),
+        })
+    }
+
+    /// The shared runtime's pool, unless the client is closed.
+    pub fn shared(&self) -> PyResult<ReqwestTransport> {
+        let guard = self.shared.read().unwrap_or_else(|e| e.into_inner());
+        guard.clone().ok_or_else(closed)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    /// Releases every pool: the shared one at once, this thread's own at
+    /// once too (its connections are closed before this returns), other
+    /// threads' at their next sync call or when they end.
+    pub fn close(self: &Arc<Self>) {
+        *self.shared.write().unwrap_or_else(|e| e.into_inner()) = None;
+        if Handle::try_current().is_ok() {
+            return; // inside a call: the runtime is busy with it
+        }
+        let _ = LOCAL.try_with(|local| {
+            if let Ok(mut local) = local.try_borrow_mut() {
+                if let Some(driver) = local.as_mut() {
+                    driver.prune();
+                }
+            }
+        });
+    }
+}
+
+fn closed() -> PyErr {
+    failover_error("this Client is closed: make a new one to call providers again")
+}
+
+/// A thread's own runtime and its pools, one per client it has called.
+struct LocalDriver {
+    /// Dropped before the runtime, which then closes their connections.
+    pools: Vec<(Weak<Pools>, ReqwestTransport)>,
+    runtime: Runtime,
+    /// [`FORKS`] when it was made.
+    forks: u64,
+}
+
+impl LocalDriver {
+    fn new() -> PyResult<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| failover_error(format!("cannot start a runtime: {e}")))?;
+        Ok(Self {
+            pools: Vec::new(),
+            runtime,
+            forks: FORKS.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Drops the pools of clients closed or gone, and lets their
+    /// connections' tasks see it and close their sockets.
+    fn prune(&mut self) {
+        let before = self.pools.len();
+        self.pools
+            .retain(|(pools, _)| pools.upgrade().is_some_and(|p| !p.is_closed()));
+        if self.pools.len() != before {
+            self.runtime.block_on(async {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+    }
+
+    fn transport(&mut self, pools: &Arc<Pools>) -> PyResult<ReqwestTransport> {
+        let weak = Arc::downgrade(pools);
+        if let Some((_, transport)) = self.pools.iter().find(|(p, _)| p.ptr_eq(&weak)) {
+            return Ok(transport.clone());
+        }
+        self.prune();
+        let _context = self.runtime.enter();
+        let transport = ReqwestTransport::new(&pools.options).map_err(failover_error)?;
+        self.pools.push((weak, transport.clone()));
+        Ok(transport)
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<LocalDriver>> = const { RefCell::new(None) };
+}
+
+/// How a sync whole call is driven.
+pub enum SyncDriver {
+    /// On this thread's own runtime, with this thread's pool.
+    Local(ReqwestTransport),
+    /// On the shared runtime: a thread already inside a runtime (Python
+    /// code a call runs, making a call of its own), or a client whose state
+    /// lives on Redis (its connection is the shared runtime's).
+    Shared(ReqwestTransport),
+}
+
+impl SyncDriver {
+    pub fn for_call(pools: &Arc<Pools>, shared_only: bool) -> PyResult<Self> {
+        refuse_if_forked()?;
+        if pools.is_closed() {
+            return Err(closed());
+        }
+        if shared_only || Handle::try_current().is_ok() {
+            return pools.shared().map(Self::Shared);
+        }
+        let local = LOCAL.try_with(|local| -> PyResult<Option<ReqwestTransport>> {
+            let Ok(mut local) = local.try_borrow_mut() else {
+                return Ok(None);
+            };
+            if local
+                .as_ref()
+                .is_some_and(|d| d.forks != FORKS.load(Ordering::Relaxed))
+            {
+                // The parent's: its epoll instance and sockets are shared
+                // with the parent, and must be neither used nor closed here.
+                std::mem::forget(local.take());
+            }
+            if local.is_none() {
+                *local = Some(LocalDriver::new()?);
+            }
+            let driver = local.as_mut().expect("made above");
+            driver.transport(pools).map(Some)
+        });
+        match local {
+            Ok(Ok(Some(transport))) => Ok(Self::Local(transport)),
+            Ok(Err(error)) => Err(error),
+            // The thread is ending, or its runtime is busy: the shared one.
+            _ => pools.shared().map(Self::Shared),
+        }
+    }
+
+    pub fn transport(&self) -> ReqwestTransport {
+        match self {
+            Self::Local(transport) | Self::Shared(transport) => transport.clone(),
+        }
+    }
+
+    /// Drives `future` to completion with the GIL released, checking for
+    /// Ctrl-C between slices (dropping the future on an interrupt cancels
+    /// its HTTP request).
+    pub fn run<T: Send + 'static>(
+        self,
+        py: Python<'_>,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> PyResult<T> {
+        match self {
+            Self::Local(_) => {
+                let mut future = std::pin::pin!(future);
+                loop {
+                    let slice = LOCAL.with(|local| {
+                        let local = local.borrow();
+                        let driver = local.as_ref().expect("made by for_call");
+                        py.detach(|| {
+                            driver.runtime.block_on(async {
+                                tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
+                            })
+                        })
+                    });
+                    match slice {
+                        Ok(value) => return Ok(value),
+                        Err(_) => py.check_signals()?,
+                    }
+                }
+            }
+            Self::Shared(_) => block_on_shared(py, future),
+        }
+    }
+}
+
+/// How often a blocking call wakes to let Python handle Ctrl-C.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Drives `future` on the shared runtime for a synchronous caller.
+/// `block_in_place` lets this work on a shared-runtime worker too (an event
+/// hook or a sleeper of an async call making a sync call hands its worker's
+/// tasks to another thread first); on a thread's own runtime (the same, in
+/// a sync call) the future is spawned and waited for.
+pub fn block_on_shared<T: Send + 'static>(
+    py: Python<'_>,
+    future: impl Future<Output = T> + Send + 'static,
+) -> PyResult<T> {
+    let runtime = runtime()?;
+    let nested_in_local = Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::CurrentThread);
+    if nested_in_local {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        // Shared with the thread that waits with the GIL released.
+        let receiver = Mutex::new(receiver);
+        let task = runtime.spawn(async move {
+            let _ = sender.send(future.await);
+        });
+        loop {
+            let received = py.detach(|| {
+                let receiver = receiver.lock().unwrap_or_else(|e| e.into_inner());
+                receiver.recv_timeout(SIGNAL_CHECK_INTERVAL)
+            });
+            match received {
+                Ok(value) => return Ok(value),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(error) = py.check_signals() {
+                        task.abort();
+                        return Err(error);
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(failover_error("the call ended without an answer"));
+                }
+            }
+        }
+    }
+    let mut future = Box::pin(future);
+    loop {
+        let slice = py.detach(|| {
+            tokio::task::block_in_place(|| {
+                runtime.block_on(async {
+                    tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
+                })
+            })
+        });
+        match slice {
+            Ok(value) => return Ok(value),
+            Err(_) => py.check_signals()?,
+        }
+    }
 }
 
 /// Ends a call from inside it. Python code the call runs (a sleeper, an event

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tokio::sync::{watch, Mutex};
 
-use super::call::{block_on_interruptibly, Call, CoreCall, Face, Inner};
+use super::call::{Call, CoreCall, Face, Inner};
 use super::clock::CallClock;
 use super::errors::internal_error;
 use super::failures::provider_error;
@@ -274,7 +274,7 @@ impl NativeStream {
     /// The next chunks (a list), or `None` at the end; blocks with the GIL
     /// released, waking for Ctrl-C.
     fn next(&self, py: Python<'_>) -> PyResult<Option<Py<PyList>>> {
-        block_on_interruptibly(py, read(Arc::clone(&self.driver)))?
+        super::runtime::block_on_shared(py, read(Arc::clone(&self.driver)))?
     }
 
     /// The chunks that have already arrived, without waiting for anything
