@@ -4,7 +4,7 @@ them too) both import it without importing each other."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ._record import Record
 
@@ -21,20 +21,20 @@ class Attempt(Record):
 
     __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
     provider: str
-    status: Optional[int]
-    kind: Optional[str]
+    status: int | None
+    kind: str | None
     waited: float
     duration: float
-    skipped: Optional[str]
+    skipped: str | None
 
     def __init__(
         self,
         provider: str,
-        status: Optional[int],
-        kind: Optional[str],
+        status: int | None,
+        kind: str | None,
         waited: float,
         duration: float,
-        skipped: Optional[str] = None,
+        skipped: str | None = None,
     ) -> None:
         # Built for every attempt of every call: see Usage.
         _set(self, "provider", provider)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from ._attempt import Attempt
 from ._exceptions import FailoverError, ProviderError
@@ -23,7 +23,7 @@ class RetryScheduled(Record):
     attempt: int
     delay: float
     kind: str
-    status: Optional[int]
+    status: int | None
     reason: str
 
     def __init__(
@@ -33,7 +33,7 @@ class RetryScheduled(Record):
         attempt: int,
         delay: float,
         kind: str,
-        status: Optional[int],
+        status: int | None,
         reason: str = "",
     ) -> None:
         self._init(
@@ -96,7 +96,7 @@ class CallFailed(Record):
 
 
 #: What ``on_event`` receives.
-Event = Union[RetryScheduled, FailedOver, CallFailed]
+Event = RetryScheduled | FailedOver | CallFailed
 #: ``Client(on_event=...)``: called with each event.
 EventHook = Callable[[Event], object]
 
@@ -109,7 +109,7 @@ if TYPE_CHECKING:
 
     #: What the engine sends for one kind, read into a typed event (or only
     #: logged, for the kinds that are no event), then logged.
-    _Reader = Callable[[Logger, dict[str, Any]], Optional[Event]]
+    _Reader = Callable[[Logger, dict[str, Any]], Event | None]
 
 
 def _retry_scheduled(logger: Logger, fields: dict[str, Any]) -> Event:
@@ -184,7 +184,7 @@ _READERS: dict[str, _Reader] = {
 }
 
 
-def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], None]:
+def _emitter(on_event: EventHook | None) -> Callable[[str, dict[str, Any]], None]:
     """The callable the native engine reports to: reads the kind's fields
     into its event, logs it (INFO for what happens, DEBUG for why), then
     hands it to ``on_event``. A hook's ordinary exception is logged and the

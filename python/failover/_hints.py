@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional, Union
+from typing import Any
 
 from . import _native
 
 #: Response headers: a mapping, or (name, value) pairs; names case-insensitive.
-Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
-def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None) -> Optional[float]:
+def retry_after(headers: Headers, body: Any = None, now: float | None = None) -> float | None:
     """Seconds the response asks to wait, or ``None`` when it gives no usable hint.
 
     Reads ``retry-after-ms``, ``retry-after`` (seconds or an HTTP-date), Gemini's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from . import _native
 from ._attempt import Attempt, _attempts
@@ -17,14 +17,14 @@ class Tool(Record):
 
     __slots__ = ("name", "description", "parameters")
     name: str
-    description: Optional[str]
-    parameters: Optional[dict[str, Any]]
+    description: str | None
+    parameters: dict[str, Any] | None
 
     def __init__(
         self,
         name: str,
-        description: Optional[str] = None,
-        parameters: Optional[dict[str, Any]] = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
@@ -59,10 +59,10 @@ class ToolCall(Record):
     __slots__ = ("id", "name", "arguments", "arguments_json")
     id: str
     name: str
-    arguments: Optional[Any]
+    arguments: Any | None
     arguments_json: str
 
-    def __init__(self, id: str, name: str, arguments: Optional[Any], arguments_json: str) -> None:
+    def __init__(self, id: str, name: str, arguments: Any | None, arguments_json: str) -> None:
         self._init(id=id, name=name, arguments=arguments, arguments_json=arguments_json)
 
     def __hash__(self) -> int:  # arguments may be a dict
@@ -107,16 +107,16 @@ class Response:
     text: str
     provider: str
     """The configured name of the provider that answered."""
-    model: Optional[str]
+    model: str | None
     """The model the provider reports."""
-    finish_reason: Optional[str]
+    finish_reason: str | None
     usage: Usage
     attempts: tuple[Attempt, ...]
-    request_id: Optional[str]
+    request_id: str | None
     call_id: str
     tool_calls: tuple[ToolCall, ...]
     """The calls the model made, in order (``finish_reason == "tool_calls"``)."""
-    time_to_first_token: Optional[float]
+    time_to_first_token: float | None
     """Seconds from the call to its first content chunk (streams only)."""
 
     def __init__(self, data: Any) -> None:
@@ -134,7 +134,7 @@ class Response:
         )
         self.attempts = _attempts(data.attempts)
         self.tool_calls = _tool_calls(data.tool_calls)
-        self._provider_data: Optional[str] = data.provider_data
+        self._provider_data: str | None = data.provider_data
         self.request_id = data.request_id
         self._raw_body = data.raw
         self.call_id = data.call_id
@@ -198,11 +198,11 @@ class Embeddings:
     vectors: list[list[float]]
     provider: str
     """The configured name of the provider that answered."""
-    model: Optional[str]
+    model: str | None
     """The model the provider reports, else the one asked for."""
     usage: Usage
     attempts: tuple[Attempt, ...]
-    request_id: Optional[str]
+    request_id: str | None
     call_id: str
 
     def __init__(self, data: Any) -> None:

@@ -7,7 +7,7 @@ threads, and is checked once, when it is made.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _native
 from ._checks import count, number, seconds
@@ -165,7 +165,7 @@ class RetryPolicy(Record):
     backoff: Backoff
     stop_on: frozenset[str]
     """The error kinds that end a call at once: no retry, no failover."""
-    budget: Optional[RetryBudget]
+    budget: RetryBudget | None
     """The retry budget; ``None``: retries are limited only per call."""
     max_cooldown: float
     """The longest cooldown after failures with no usable hint, in seconds."""
@@ -173,7 +173,7 @@ class RetryPolicy(Record):
     """The longest cooldown for a wait the provider asked for, in seconds."""
     if TYPE_CHECKING:  # declared for mypy only: the public fields are what type hints list
         _preset: str
-        _max_interval: Optional[float]
+        _max_interval: float | None
         _native_policy: _native.NativePolicy
 
     def __init__(
@@ -182,9 +182,9 @@ class RetryPolicy(Record):
         max_retries_last: int = _DEFAULT.max_retries_last,
         max_retry_after: float = _DEFAULT.max_retry_after,
         max_retry_after_last: float = _DEFAULT.max_retry_after_last,
-        backoff: Optional[Backoff] = None,
+        backoff: Backoff | None = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
-        budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
+        budget: RetryBudget | None = RetryBudget(),  # noqa: B008 (an immutable value)
         max_cooldown: float = _DEFAULT.max_cooldown,
         max_hinted_cooldown: float = _DEFAULT.max_hinted_cooldown,
     ) -> None:
@@ -231,7 +231,7 @@ class RetryPolicy(Record):
         )
 
     @classmethod
-    def _make_preset(cls, name: str, max_interval: Optional[float] = None) -> RetryPolicy:
+    def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
         """A preset, showing the numbers the engine decides with, read from it
         (``src/engine/policy/``): presets are exact reproductions, not
         tunable. A bound nothing sets is ``inf`` (``ruby_llm()``'s waits)."""
@@ -265,7 +265,7 @@ class RetryPolicy(Record):
         return cls._make_preset("laravel")
 
     @classmethod
-    def ruby_llm(cls, max_interval: Optional[float] = None) -> RetryPolicy:
+    def ruby_llm(cls, max_interval: float | None = None) -> RetryPolicy:
         """ruby_llm 1.16 over faraday-retry 2.4: up to 3 retries, backoff
         ``min(0.1 * 2**n, max_interval) + U * 0.05`` (``backoff`` says so:
         ``jitter=0.0, spread=0.05``), the larger of the

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar
 
 from . import _native
 from ._checks import accepts, header_text, is_async_callable
@@ -17,7 +17,7 @@ from ._seam import ProviderSpec
 
 #: An API key: the key itself, or a callable returning it, called for each
 #: attempt (rotating Azure AD or Vertex tokens).
-ApiKey = Union[str, Callable[[], str]]
+ApiKey = str | Callable[[], str]
 
 #: Headers the transport writes for each request (framing, connection):
 #: one given by hand would corrupt the request on the wire.
@@ -51,7 +51,7 @@ def _check_name(name: str, what: str = "provider name") -> None:
         )
 
 
-def _key_text_problem(key: str) -> Optional[str]:
+def _key_text_problem(key: str) -> str | None:
     """Why ``key`` (stripped) cannot go in a header, or ``None``."""
     if not key:
         return "is blank"
@@ -60,7 +60,7 @@ def _key_text_problem(key: str) -> Optional[str]:
     return None
 
 
-def _key_callable_problem(key: object) -> Optional[str]:
+def _key_callable_problem(key: object) -> str | None:
     """Why ``key``, a callable ``api_key``, cannot be used, or ``None``."""
     if not callable(key) or isinstance(key, str):
         return None
@@ -78,8 +78,8 @@ class Provider:
     """Base class of provider configurations."""
 
     wire: ClassVar[str] = "openai"
-    default_base_url: ClassVar[Optional[str]] = None
-    env_var: ClassVar[Optional[str]] = None
+    default_base_url: ClassVar[str | None] = None
+    env_var: ClassVar[str | None] = None
     key_required: ClassVar[bool] = True
     #: Variables read, in order, when ``env_var`` is unset.
     env_fallbacks: ClassVar[tuple[str, ...]] = ()
@@ -105,13 +105,13 @@ class Provider:
         self,
         model: str,
         *,
-        api_key: Optional[ApiKey] = None,
-        base_url: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        api_key: ApiKey | None = None,
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
@@ -151,7 +151,7 @@ class Provider:
         problem = _native.json_problem(dict(params)) if params is not None else None
         if problem is not None:
             raise ConfigurationError(f"{owner} params cannot be sent as JSON: {problem}")
-        self.params: Optional[dict[str, Any]] = dict(params) if params is not None else None
+        self.params: dict[str, Any] | None = dict(params) if params is not None else None
         if not isinstance(allow_insecure, bool):
             raise ConfigurationError(
                 f"{owner} allow_insecure must be True or False, got {allow_insecure!r}"
@@ -179,13 +179,13 @@ class Provider:
         ):
             self._check_secure(None)
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         """Why ``model`` cannot be sent to this provider, or ``None``. Wires
         that put the model in the URL path (Gemini, Azure) refuse what would
         change the path."""
         return None
 
-    def _resolve_key(self, name: str) -> Optional[ApiKey]:
+    def _resolve_key(self, name: str) -> ApiKey | None:
         """The key to send, checked; raises ConfigurationError naming what is missing."""
         key = self._api_key
         if callable(key):
@@ -232,7 +232,7 @@ class Provider:
         wanted = {_native.key_header_name(self.wire, entra) for entra in (False, True)}
         return any(name.lower() in wanted for name in self.headers)
 
-    def _check_secure(self, name: Optional[str]) -> None:
+    def _check_secure(self, name: str | None) -> None:
         """Refuses a credential bound for plain http (``name`` None: the provider
         is not in a client yet, and is named by its class)."""
         if not self.allow_insecure and not _safe_for_secrets(self.base_url):
@@ -305,7 +305,7 @@ def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
     return values
 
 
-def _url_problem(url: str) -> Optional[str]:
+def _url_problem(url: str) -> str | None:
     """Why the transport cannot use ``url``, or ``None``."""
     try:
         return _native.check_base_url(url)
@@ -313,7 +313,7 @@ def _url_problem(url: str) -> Optional[str]:
         return "it holds characters that are not valid Unicode"
 
 
-def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool]]:
+def _url_parts(url: str) -> tuple[str, str, int | None, str, bool] | None:
     """``url`` as the transport reads it (scheme, host, port, path, has a
     query), or ``None``: never another parser's reading."""
     try:
@@ -417,7 +417,7 @@ class Gemini(Provider):
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         # `gemini-2.5-flash`, or a resource name: `models/...`, `tunedModels/...`.
         collection, _, name = model.rpartition("/")
         if collection not in ("", "models", "tunedModels") or not _is_path_segment(name):
@@ -459,14 +459,14 @@ class Azure(Provider):
         self,
         deployment: str,
         *,
-        endpoint: Optional[str] = None,
-        api_version: Optional[str] = "2024-10-21",
-        api_key: Optional[ApiKey] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        endpoint: str | None = None,
+        api_version: str | None = "2024-10-21",
+        api_key: ApiKey | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         if not isinstance(deployment, str) or not _is_path_segment(deployment):
             raise ConfigurationError(
@@ -516,7 +516,7 @@ class Azure(Provider):
         self.endpoint = endpoint
         self.api_version = api_version
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         if not _is_path_segment(model):
             return f"{model!r} is not a deployment name (letters, digits, '-', '_', '.')"
         return None
@@ -545,14 +545,14 @@ class OpenAICompatible(Provider):
         self,
         model: str,
         *,
-        base_url: Optional[str] = None,
-        api_key: Optional[ApiKey] = None,
-        api_key_env: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        base_url: str | None = None,
+        api_key: ApiKey | None = None,
+        api_key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -643,7 +643,7 @@ class Pool:
     def __init__(
         self,
         name: str,
-        members: Union[Sequence[Provider], Mapping[str, Provider]],
+        members: Sequence[Provider] | Mapping[str, Provider],
         *,
         strategy: str = "round_robin",
     ) -> None:

@@ -11,7 +11,7 @@ network read, not per chunk.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 from ._exceptions import FailoverError
 from ._models import Response, ToolCall, _tool_calls
@@ -33,7 +33,7 @@ class Chunk:
     kind: str
     text: str
     reasoning: str
-    tool_call: Optional[ToolCall]
+    tool_call: ToolCall | None
     discarded: str
     discarded_tool_calls: tuple[ToolCall, ...]
 
@@ -42,7 +42,7 @@ class Chunk:
         kind: str,
         text: str = "",
         reasoning: str = "",
-        tool_call: Optional[ToolCall] = None,
+        tool_call: ToolCall | None = None,
         discarded: str = "",
         discarded_tool_calls: tuple[ToolCall, ...] = (),
     ) -> None:
@@ -96,9 +96,9 @@ class _StreamBase:
         self._native = native
         self._pending: deque[Chunk] = deque()
         self._done = False
-        self._response: Optional[Response] = None
+        self._response: Response | None = None
 
-    def _take(self, batch: Optional[list[Any]]) -> None:
+    def _take(self, batch: list[Any] | None) -> None:
         if batch is None:
             self._done = True
             data = self._native.response
