@@ -4,9 +4,13 @@ them too) both import it without importing each other."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+else:
+    from . import _typing as typing
 
 _set = object.__setattr__  # Records refuse setattr once built
 
@@ -45,7 +49,7 @@ class Attempt(Record):
         _set(self, "skipped", skipped)
 
 
-def _attempts(raw: Any) -> tuple[Attempt, ...]:
+def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
     """``_native.AttemptData`` objects -> ``Attempt`` values."""
     return tuple(
         Attempt(a.provider, a.status, a.kind, a.waited, a.duration, a.skipped) for a in raw

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
-
 from . import _native, _options, _sleep
 from ._checks import count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
@@ -16,8 +13,23 @@ from ._providers import Pool, Provider, _check_name, _checked_headers, _display_
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stream import AsyncStream, Stream
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+else:
+    from _collections_abc import (  # collections.abc's, loaded at startup
+        Callable,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
+
+    from . import _typing as typing
+
 #: A prompt: a string (one user message) or a list of message dicts.
-Prompt = str | Sequence[Mapping[str, Any]]
+#: (object, not Any: an alias is built at import, where typing is not.)
+Prompt = str | Sequence[Mapping[str, object]]
 #: A sleeper: a ``failover.testing.FakeSleeper`` or any callable taking seconds.
 Sleeper = Callable[[float], object]
 
@@ -180,7 +192,7 @@ class Client:
             state=state._native if state is not None else None,
         )
         #: The on_event of a client made by with_options(); None: the native one's.
-        self._emit: Any = None
+        self._emit: typing.Any = None
         #: Whether close() closes the pool (a with_options() client shares it).
         self._owns_pool = True
         #: A with_options() client closed on its own (the pool stays open).
@@ -395,9 +407,9 @@ class Client:
         timeout: float | None,
         deadline: float | None,
         retry: RetryPolicy | None,
-        tools: Sequence[Tool | Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        response_format: Mapping[str, Any] | None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None,
+        tool_choice: str | Mapping[str, typing.Any] | None,
+        response_format: Mapping[str, typing.Any] | None,
         stop: str | Sequence[str] | None,
         top_p: float | None,
         seed: int | None,
@@ -459,9 +471,9 @@ class Client:
         timeout: float | None = None,
         deadline: float | None = None,
         retry: RetryPolicy | None = None,
-        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
         stop: str | Sequence[str] | None = None,
         top_p: float | None = None,
         seed: int | None = None,
@@ -508,9 +520,9 @@ class Client:
         timeout: float | None = None,
         deadline: float | None = None,
         retry: RetryPolicy | None = None,
-        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
         stop: str | Sequence[str] | None = None,
         top_p: float | None = None,
         seed: int | None = None,
@@ -554,9 +566,9 @@ class Client:
         timeout: float | None = None,
         deadline: float | None = None,
         retry: RetryPolicy | None = None,
-        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
         stop: str | Sequence[str] | None = None,
         top_p: float | None = None,
         seed: int | None = None,
@@ -609,9 +621,9 @@ class Client:
         timeout: float | None = None,
         deadline: float | None = None,
         retry: RetryPolicy | None = None,
-        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
         stop: str | Sequence[str] | None = None,
         top_p: float | None = None,
         seed: int | None = None,

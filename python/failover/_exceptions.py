@@ -22,10 +22,14 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._attempt import Attempt, _attempts
 from ._usage import Usage
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+else:
+    from . import _typing as typing
 
 __all__ = [
     "AuthenticationError",
@@ -86,7 +90,7 @@ class StreamInterrupted(FailoverError):
         *,
         partial_text: str = "",
         provider: str | None = None,
-        usage: Any = None,
+        usage: typing.Any = None,
         call_id: str | None = None,
     ) -> None:
         super().__init__(message)
@@ -233,7 +237,7 @@ def _provider_error(
     request_id: str | None,
     retry_after: float | None,
     body: str | None,
-    attempts: list[Any] | None,
+    attempts: list[typing.Any] | None,
 ) -> ProviderError:
     """Called by the native module to build the exception for a failed attempt."""
     cls = _BY_KIND.get(kind, ProviderError)
@@ -253,7 +257,7 @@ def _provider_error(
 def _deadline_error(
     *,
     deadline: float,
-    attempts: list[Any],
+    attempts: list[typing.Any],
     cause: ProviderError | None,
     call_id: str,
 ) -> DeadlineExceeded:
@@ -275,7 +279,7 @@ def _stream_interrupted(
     partial_text: str,
     provider: str,
     usage: tuple[int | None, ...],
-    attempts: list[Any],
+    attempts: list[typing.Any],
     call_id: str,
 ) -> StreamInterrupted:
     """Called by the native module when a stream breaks after its first content."""
@@ -294,7 +298,7 @@ def _stream_interrupted(
     return error
 
 
-def _unserved_error(message: str, attempts: list[Any]) -> ConfigurationError:
+def _unserved_error(message: str, attempts: list[typing.Any]) -> ConfigurationError:
     """Called by the native module when no provider in the chain can serve
     the call (a feature none of their wires can express): nothing was sent."""
     error = ConfigurationError(message)

@@ -5,20 +5,26 @@ share with the other public constructors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
 from . import _native
 from ._checks import accepts, count, is_async_callable, number
 from ._exceptions import ConfigurationError
 from ._models import Tool
 from ._providers import _checked_headers, _display_url, _url_problem
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Mapping
+else:
+    from _collections_abc import Mapping  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
+
 if TYPE_CHECKING:
     from ._seam import CallArgs
 
 
-def prompt_messages(prompt: object) -> list[Any]:
+def prompt_messages(prompt: object) -> list[typing.Any]:
     """The prompt as messages: a str is one user message."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
@@ -82,7 +88,7 @@ def check_proxy_variables() -> None:
         proxy_url(url, where=f"the {name} environment variable")
 
 
-def tools(tools: object) -> list[dict[str, Any]] | None:
+def tools(tools: object) -> list[dict[str, typing.Any]] | None:
     """``tools=`` as the engine reads it: a list of tool dicts."""
     if tools is None:
         return None
@@ -90,7 +96,7 @@ def tools(tools: object) -> list[dict[str, Any]] | None:
         raise ConfigurationError(
             f"tools must be a list of failover.Tool or tool dicts, got {type(tools).__name__}"
         )
-    wire: list[dict[str, Any]] = []
+    wire: list[dict[str, typing.Any]] = []
     for tool in tools:
         if isinstance(tool, Tool):
             wire.append(tool._wire())

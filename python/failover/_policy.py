@@ -6,13 +6,19 @@ threads, and is checked once, when it is made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
-
 from . import _native
 from ._checks import count, number, seconds
 from ._exceptions import ConfigurationError
 from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Iterable
+else:
+    from _collections_abc import Iterable  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
 
 #: The error kinds, as ``ProviderError.kind`` and ``Attempt.kind`` spell them
 #: (the engine's list).
@@ -26,7 +32,9 @@ DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
 # RetryBudget::default): the signature defaults below are its numbers.
 _DEFAULT = _native.NativePolicy.preset("default")
 _BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter, spread)
-_BUDGET = cast("tuple[float, float, float]", _DEFAULT.budget)  # (ratio, reserve, window)
+_budget = _DEFAULT.budget
+assert _budget is not None  # the default policy has a budget
+_BUDGET: tuple[float, float, float] = _budget  # (ratio, reserve, window)
 
 
 def _stop_on(value: object) -> frozenset[str]:
@@ -91,7 +99,7 @@ class Backoff(Record):
         backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter, spread=spread)
         return backoff
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[typing.Any, ...]:
         if self.max == float("inf"):
             numbers = (self.initial, self.multiplier, self.max, self.jitter, self.spread)
             return (Backoff._engine, (numbers,))
@@ -315,7 +323,7 @@ class RetryPolicy(Record):
             f"max_cooldown={self.max_cooldown}, max_hinted_cooldown={self.max_hinted_cooldown})"
         )
 
-    def _args(self) -> tuple[Any, ...]:
+    def _args(self) -> tuple[typing.Any, ...]:
         """What ``RetryPolicy(...)`` takes, in its order."""
         return (
             self.max_retries,
@@ -329,7 +337,7 @@ class RetryPolicy(Record):
             self.max_hinted_cooldown,
         )
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self._preset, self._max_interval, *self._args())
 
     def __eq__(self, other: object) -> bool:
@@ -338,7 +346,7 @@ class RetryPolicy(Record):
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[typing.Any, ...]:
         if self._preset != "default":
             return (RetryPolicy._make_preset, (self._preset, self._max_interval))
         return (RetryPolicy, self._args())

@@ -7,13 +7,25 @@ Client is built, unless given. It never appears in a repr.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
 
 from . import _native
 from ._checks import accepts, header_text, is_async_callable
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+else:
+    from _collections_abc import (  # collections.abc's, loaded at startup
+        Callable,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
+
+    from . import _typing as typing
 
 #: An API key: the key itself, or a callable returning it, called for each
 #: attempt (rotating Azure AD or Vertex tokens).
@@ -77,29 +89,29 @@ def _key_callable_problem(key: object) -> str | None:
 class Provider:
     """Base class of provider configurations."""
 
-    wire: ClassVar[str] = "openai"
-    default_base_url: ClassVar[str | None] = None
-    env_var: ClassVar[str | None] = None
-    key_required: ClassVar[bool] = True
+    wire: typing.ClassVar[str] = "openai"
+    default_base_url: typing.ClassVar[str | None] = None
+    env_var: typing.ClassVar[str | None] = None
+    key_required: typing.ClassVar[bool] = True
     #: Variables read, in order, when ``env_var`` is unset.
-    env_fallbacks: ClassVar[tuple[str, ...]] = ()
+    env_fallbacks: typing.ClassVar[tuple[str, ...]] = ()
     overloaded_statuses: tuple[int, ...] = DEFAULT_OVERLOADED_STATUSES
-    max_tokens_field: ClassVar[str] = "max_tokens"
+    max_tokens_field: typing.ClassVar[str] = "max_tokens"
     #: Whether the provider has an embeddings endpoint.
-    can_embed: ClassVar[bool] = True
+    can_embed: typing.ClassVar[bool] = True
     #: The embeddings body field that carries ``dimensions``.
-    dimensions_field: ClassVar[str] = "dimensions"
+    dimensions_field: typing.ClassVar[str] = "dimensions"
     #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
-    embed_base64: ClassVar[bool] = False
+    embed_base64: typing.ClassVar[bool] = False
     #: Whether a Chat Completions stream may be asked for its usage
     #: (``stream_options``); Mistral refuses the field.
-    stream_usage: ClassVar[bool] = True
+    stream_usage: typing.ClassVar[bool] = True
     #: The body field that carries ``seed``.
-    seed_field: ClassVar[str] = "seed"
+    seed_field: typing.ClassVar[str] = "seed"
     #: Mistral's conversation rules: 9-character tool-call ids (others' are
     #: rewritten); no user message right after tool results and no final
     #: assistant message to continue (Mistral is skipped for those).
-    mistral_rules: ClassVar[bool] = False
+    mistral_rules: typing.ClassVar[bool] = False
 
     def __init__(
         self,
@@ -110,7 +122,7 @@ class Provider:
         headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
         overloaded_statuses: Sequence[int] | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
     ) -> None:
         owner = type(self).__name__
@@ -151,7 +163,7 @@ class Provider:
         problem = _native.json_problem(dict(params)) if params is not None else None
         if problem is not None:
             raise ConfigurationError(f"{owner} params cannot be sent as JSON: {problem}")
-        self.params: dict[str, Any] | None = dict(params) if params is not None else None
+        self.params: dict[str, typing.Any] | None = dict(params) if params is not None else None
         if not isinstance(allow_insecure, bool):
             raise ConfigurationError(
                 f"{owner} allow_insecure must be True or False, got {allow_insecure!r}"
@@ -465,7 +477,7 @@ class Azure(Provider):
         headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
         overloaded_statuses: Sequence[int] | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
     ) -> None:
         if not isinstance(deployment, str) or not _is_path_segment(deployment):
@@ -551,7 +563,7 @@ class OpenAICompatible(Provider):
         headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
         overloaded_statuses: Sequence[int] | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
     ) -> None:
         super().__init__(
@@ -638,7 +650,7 @@ class Pool:
     the pool's key in the client's ``providers``; ``provider=`` names the pool.
     """
 
-    STRATEGIES: ClassVar[tuple[str, ...]] = ("round_robin", "least_busy")
+    STRATEGIES: typing.ClassVar[tuple[str, ...]] = ("round_robin", "least_busy")
 
     def __init__(
         self,
