@@ -5,8 +5,8 @@ import json
 import re
 import socket
 import subprocess
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -3,6 +3,7 @@ images (through the public API, asserting the JSON each server saw)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -442,7 +443,7 @@ def assert_anthropic_valid(body: dict[str, Any]) -> None:
     messages = body["messages"]
     assert messages, "at least one message"
     roles = [m["role"] for m in messages]
-    assert all(a != b for a, b in zip(roles, roles[1:])), f"roles alternate: {roles}"
+    assert all(a != b for a, b in itertools.pairwise(roles)), f"roles alternate: {roles}"
     tool_ids: set[str] = set()
     for m in messages:
         blocks = m["content"] if isinstance(m["content"], list) else [m["content"]]

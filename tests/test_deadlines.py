@@ -15,8 +15,9 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 
@@ -211,7 +212,7 @@ def test_a_restart_ends_at_the_deadline_counted_from_its_cut(timeout: float) -> 
         quick = failover.RetryPolicy(backoff=failover.Backoff(initial=0.05, jitter=0))
         c = failover.Client({"p": openai(server)}, timeout=timeout, retry=quick)
 
-        def read_all(c: failover.Client = c, face: str = face) -> Optional[str]:
+        def read_all(c: failover.Client = c, face: str = face) -> str | None:
             if face == "sync":
                 with c.stream("Hi", deadline=DEADLINE, on_interrupt="restart") as stream:
                     return "".join(chunk.text for chunk in stream)

@@ -99,40 +99,26 @@ __all__ = [
     "retry_after",
 ]
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if not TYPE_CHECKING:
+    # The public classes' annotations are read here (they report this module),
+    # and name ``typing.Any`` and ``typing.ClassVar``: the lazy typing, which
+    # imports the real one when a hint is resolved.
+    from . import _typing as typing  # noqa: F401
+
 
 def _publish() -> None:
     """The public names report the package they are used from, as httpx's
     do: reprs, tracebacks and docs say ``failover.RateLimited``, not the
-    private module it is written in, and pickle finds each here. A class's
-    own annotations are resolved first, in the module that wrote them:
-    ``typing.get_type_hints`` would look them up in this package."""
-    import sys
-    from types import CodeType
-
+    private module it is written in, and pickle finds each here.
+    ``typing.get_type_hints`` then reads a class's annotations (strings) in
+    this package's namespace: they name only public classes, builtins and
+    ``typing`` (bound above), as tests/test_public_api.py checks."""
     public = globals()
-    compiled: dict[str, CodeType] = {}  # a hint is written alike in many classes
     for name in __all__:
         value = public[name]
-        module = getattr(value, "__module__", "")
-        if not module.startswith("failover."):
-            continue  # __version__: no module of its own
-        own = vars(value).get("__annotations__") if isinstance(value, type) else None
-        if own:
-            # As get_type_hints reads them: the module's names before the class's.
-            where, shadows = vars(sys.modules[module]), dict(vars(value))
-            resolved = {}
-            for field, hint in own.items():
-                if isinstance(hint, str):
-                    code = compiled.get(hint) or compiled.setdefault(
-                        hint, compile(hint, "<annotation>", "eval")
-                    )
-                    try:
-                        hint = eval(code, shadows, where)  # our own annotations
-                    except Exception:
-                        pass  # left as written: get_type_hints says why, as before
-                resolved[field] = hint
-            value.__annotations__ = resolved
-        value.__module__ = "failover"
+        if getattr(value, "__module__", "").startswith("failover."):
+            value.__module__ = "failover"  # not __version__: no module of its own
 
 
 _publish()

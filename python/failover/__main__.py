@@ -7,7 +7,8 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import (
     XAI,

@@ -4,9 +4,13 @@ them too) both import it without importing each other."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+else:
+    from . import _typing as typing
 
 _set = object.__setattr__  # Records refuse setattr once built
 
@@ -21,20 +25,20 @@ class Attempt(Record):
 
     __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
     provider: str
-    status: Optional[int]
-    kind: Optional[str]
+    status: int | None
+    kind: str | None
     waited: float
     duration: float
-    skipped: Optional[str]
+    skipped: str | None
 
     def __init__(
         self,
         provider: str,
-        status: Optional[int],
-        kind: Optional[str],
+        status: int | None,
+        kind: str | None,
         waited: float,
         duration: float,
-        skipped: Optional[str] = None,
+        skipped: str | None = None,
     ) -> None:
         # Built for every attempt of every call: see Usage.
         _set(self, "provider", provider)
@@ -45,7 +49,7 @@ class Attempt(Record):
         _set(self, "skipped", skipped)
 
 
-def _attempts(raw: Any) -> tuple[Attempt, ...]:
+def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
     """``_native.AttemptData`` objects -> ``Attempt`` values."""
     return tuple(
         Attempt(a.provider, a.status, a.kind, a.waited, a.duration, a.skipped) for a in raw

@@ -3,8 +3,6 @@ ConfigurationError when it is given, never a surprise at call time."""
 
 from __future__ import annotations
 
-import math
-
 from ._exceptions import ConfigurationError
 from ._native import MAX_RETRIES as MAX_RETRIES
 from ._native import MAX_SECONDS as MAX_SECONDS
@@ -14,13 +12,17 @@ from ._native import MAX_SECONDS as MAX_SECONDS
 # as. MAX_RETRIES: more retries than any policy should make on one provider
 # in one call (the engine bounds a backoff's exponent by it too).
 
+# -_INF < x < _INF is math.isfinite(x) for an int or a float (NaN compares
+# false), without loading the math extension at import.
+_INF = float("inf")
+
 
 def seconds(name: str, value: object, *, positive: bool = False) -> float:
     """A finite number of seconds, >= 0 (> 0 with ``positive``)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
     low_ok = value > 0 if positive else value >= 0
-    if not math.isfinite(value) or not low_ok or value > MAX_SECONDS:
+    if not -_INF < value < _INF or not low_ok or value > MAX_SECONDS:
         bound = "> 0" if positive else ">= 0"
         raise ConfigurationError(
             f"{name} must be a finite number of seconds {bound} and <= {MAX_SECONDS:g}, "
@@ -43,7 +45,7 @@ def number(name: str, value: object, *, low: float, high: float) -> float:
     if (
         not isinstance(value, (int, float))
         or isinstance(value, bool)
-        or not math.isfinite(value)
+        or not -_INF < value < _INF
         or not low <= value <= high
     ):
         raise ConfigurationError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Optional, Union
-
 from . import _native, _options, _sleep
 from ._checks import count, is_async_callable, number, seconds
 from ._events import EventHook, _emitter
@@ -16,8 +13,23 @@ from ._providers import Pool, Provider, _check_name, _checked_headers, _display_
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stream import AsyncStream, Stream
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+else:
+    from _collections_abc import (  # collections.abc's, loaded at startup
+        Callable,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
+
+    from . import _typing as typing
+
 #: A prompt: a string (one user message) or a list of message dicts.
-Prompt = Union[str, Sequence[Mapping[str, Any]]]
+#: (object, not Any: an alias is built at import, where typing is not.)
+Prompt = str | Sequence[Mapping[str, object]]
 #: A sleeper: a ``failover.testing.FakeSleeper`` or any callable taking seconds.
 Sleeper = Callable[[float], object]
 
@@ -46,7 +58,7 @@ class _Entry:
 
     __slots__ = ("indexes", "strategy")
 
-    def __init__(self, indexes: list[int], strategy: Optional[str]) -> None:
+    def __init__(self, indexes: list[int], strategy: str | None) -> None:
         self.indexes = indexes
         self.strategy = strategy
 
@@ -86,19 +98,19 @@ class Client:
 
     def __init__(
         self,
-        providers: Mapping[str, Union[Provider, Pool]],
+        providers: Mapping[str, Provider | Pool],
         *,
         retry: RetryPolicy = _DEFAULT_POLICY,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
-        deadline: Optional[float] = None,
-        sleeper: Optional[Sleeper] = None,
-        on_event: Optional[EventHook] = None,
-        proxy: Optional[str] = None,
-        verify: Union[bool, str] = True,
+        deadline: float | None = None,
+        sleeper: Sleeper | None = None,
+        on_event: EventHook | None = None,
+        proxy: str | None = None,
+        verify: bool | str = True,
         http2: bool = True,
-        max_idle_connections: Optional[int] = None,
-        state: Optional[RedisState] = None,
+        max_idle_connections: int | None = None,
+        state: RedisState | None = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -180,7 +192,7 @@ class Client:
             state=state._native if state is not None else None,
         )
         #: The on_event of a client made by with_options(); None: the native one's.
-        self._emit: Any = None
+        self._emit: typing.Any = None
         #: Whether close() closes the pool (a with_options() client shares it).
         self._owns_pool = True
         #: A with_options() client closed on its own (the pool stays open).
@@ -199,18 +211,16 @@ class Client:
         )
 
     @property
-    def providers(self) -> dict[str, Union[Provider, Pool]]:
+    def providers(self) -> dict[str, Provider | Pool]:
         return dict(self._given)
 
-    def _chain(
-        self, names: Iterable[str]
-    ) -> tuple[list[int], Optional[list[tuple[str, list[int]]]]]:
+    def _chain(self, names: Iterable[str]) -> tuple[list[int], list[tuple[str, list[int]]] | None]:
         """The providers to try, in configured order, and the pools among them
         (strategy, members), which the native side orders and counts for each
         call (atomically, so threads share each pool's turns and a burst of
         calls spreads)."""
         chain: list[int] = []
-        pools: Optional[list[tuple[str, list[int]]]] = None
+        pools: list[tuple[str, list[int]]] | None = None
         for name in names:
             entry = self._entries[name]
             members = entry.indexes
@@ -237,11 +247,11 @@ class Client:
     def with_options(
         self,
         *,
-        timeout: Optional[float] = None,
-        deadline: Union[float, _Unset, None] = _UNSET,
-        retry: Optional[RetryPolicy] = None,
-        sleeper: Union[Sleeper, _Unset, None] = _UNSET,
-        on_event: Union[EventHook, _Unset, None] = _UNSET,
+        timeout: float | None = None,
+        deadline: float | _Unset | None = _UNSET,
+        retry: RetryPolicy | None = None,
+        sleeper: Sleeper | _Unset | None = _UNSET,
+        on_event: EventHook | _Unset | None = _UNSET,
     ) -> Client:
         """A client with other defaults that shares this one's providers,
         connection pool, cooldowns and retry budget. ``deadline=None`` and
@@ -294,14 +304,14 @@ class Client:
 
     def _common_args(
         self,
-        args: Union[CallArgs, EmbedArgs],
+        args: CallArgs | EmbedArgs,
         *,
-        provider: Union[str, Sequence[str], None],
-        model: Optional[str],
-        timeout: Optional[float],
-        deadline: Optional[float],
-        retry: Optional[RetryPolicy],
-        idempotency_key: Optional[str],
+        provider: str | Sequence[str] | None,
+        model: str | None,
+        timeout: float | None,
+        deadline: float | None,
+        retry: RetryPolicy | None,
+        idempotency_key: str | None,
         is_async: bool,
     ) -> None:
         """What every call has, checked: the chain, the model, the policy,
@@ -389,22 +399,22 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: Union[str, Sequence[str], None],
-        model: Optional[str],
-        system: Optional[str],
-        max_tokens: Optional[int],
-        temperature: Optional[float],
-        timeout: Optional[float],
-        deadline: Optional[float],
-        retry: Optional[RetryPolicy],
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]],
-        tool_choice: Union[str, Mapping[str, Any], None],
-        response_format: Optional[Mapping[str, Any]],
-        stop: Union[str, Sequence[str], None],
-        top_p: Optional[float],
-        seed: Optional[int],
-        headers: Optional[Mapping[str, str]],
-        idempotency_key: Optional[str],
+        provider: str | Sequence[str] | None,
+        model: str | None,
+        system: str | None,
+        max_tokens: int | None,
+        temperature: float | None,
+        timeout: float | None,
+        deadline: float | None,
+        retry: RetryPolicy | None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None,
+        tool_choice: str | Mapping[str, typing.Any] | None,
+        response_format: Mapping[str, typing.Any] | None,
+        stop: str | Sequence[str] | None,
+        top_p: float | None,
+        seed: int | None,
+        headers: Mapping[str, str] | None,
+        idempotency_key: str | None,
         is_async: bool,
     ) -> CallArgs:
         """The one place the four chat methods (``prompt``, ``stream`` and
@@ -442,7 +452,7 @@ class Client:
         return args
 
     def _check_credential_headers(
-        self, headers: Optional[list[tuple[str, str]]], chain: list[int]
+        self, headers: list[tuple[str, str]] | None, chain: list[int]
     ) -> None:
         """A call's credential header goes to no provider over plain http."""
         if headers and any(_native.is_credential_header(n) for n, _ in headers):
@@ -453,22 +463,22 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        system: Optional[str] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Union[str, Mapping[str, Any], None] = None,
-        response_format: Optional[Mapping[str, Any]] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        top_p: Optional[float] = None,
-        seed: Optional[int] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
@@ -502,22 +512,22 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        system: Optional[str] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Union[str, Mapping[str, Any], None] = None,
-        response_format: Optional[Mapping[str, Any]] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        top_p: Optional[float] = None,
-        seed: Optional[int] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
@@ -548,22 +558,22 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        system: Optional[str] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Union[str, Mapping[str, Any], None] = None,
-        response_format: Optional[Mapping[str, Any]] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        top_p: Optional[float] = None,
-        seed: Optional[int] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
         on_interrupt: str = "raise",
     ) -> Stream:
         """Streams the answer: iterate the ``Stream`` for ``Chunk``s, then read
@@ -603,22 +613,22 @@ class Client:
         self,
         prompt: Prompt,
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        system: Optional[str] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        tools: Optional[Sequence[Union[Tool, Mapping[str, Any]]]] = None,
-        tool_choice: Union[str, Mapping[str, Any], None] = None,
-        response_format: Optional[Mapping[str, Any]] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        top_p: Optional[float] = None,
-        seed: Optional[int] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        tools: Sequence[Tool | Mapping[str, typing.Any]] | None = None,
+        tool_choice: str | Mapping[str, typing.Any] | None = None,
+        response_format: Mapping[str, typing.Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
         on_interrupt: str = "raise",
     ) -> AsyncStream:
         """``stream()`` for asyncio: ``async for chunk in client.stream_async(...)``.
@@ -659,16 +669,16 @@ class Client:
 
     def _embed_args(
         self,
-        texts: Union[str, Sequence[str]],
+        texts: str | Sequence[str],
         *,
-        provider: Union[str, Sequence[str], None],
-        model: Optional[str],
-        dimensions: Optional[int],
-        timeout: Optional[float],
-        deadline: Optional[float],
-        retry: Optional[RetryPolicy],
-        headers: Optional[Mapping[str, str]],
-        idempotency_key: Optional[str],
+        provider: str | Sequence[str] | None,
+        model: str | None,
+        dimensions: int | None,
+        timeout: float | None,
+        deadline: float | None,
+        retry: RetryPolicy | None,
+        headers: Mapping[str, str] | None,
+        idempotency_key: str | None,
         is_async: bool,
     ) -> EmbedArgs:
         """Where ``embed`` and ``embed_async`` hand their options, by keyword."""
@@ -694,16 +704,16 @@ class Client:
 
     def embed(
         self,
-        texts: Union[str, Sequence[str]],
+        texts: str | Sequence[str],
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        dimensions: Optional[int] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        dimensions: int | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Embeddings:
         """Embeds a text or a list of texts: one vector per text, in order.
 
@@ -730,16 +740,16 @@ class Client:
 
     async def embed_async(
         self,
-        texts: Union[str, Sequence[str]],
+        texts: str | Sequence[str],
         *,
-        provider: Union[str, Sequence[str], None] = None,
-        model: Optional[str] = None,
-        dimensions: Optional[int] = None,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        retry: Optional[RetryPolicy] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        idempotency_key: Optional[str] = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        dimensions: int | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Embeddings:
         """``embed()`` for asyncio: the same engine; cancelling the task
         cancels the request."""

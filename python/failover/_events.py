@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, Union
-
 from ._attempt import Attempt
 from ._exceptions import FailoverError, ProviderError
 from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Callable
+else:
+    from _collections_abc import Callable  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
 
 
 class RetryScheduled(Record):
@@ -23,7 +29,7 @@ class RetryScheduled(Record):
     attempt: int
     delay: float
     kind: str
-    status: Optional[int]
+    status: int | None
     reason: str
 
     def __init__(
@@ -33,7 +39,7 @@ class RetryScheduled(Record):
         attempt: int,
         delay: float,
         kind: str,
-        status: Optional[int],
+        status: int | None,
         reason: str = "",
     ) -> None:
         self._init(
@@ -96,7 +102,7 @@ class CallFailed(Record):
 
 
 #: What ``on_event`` receives.
-Event = Union[RetryScheduled, FailedOver, CallFailed]
+Event = RetryScheduled | FailedOver | CallFailed
 #: ``Client(on_event=...)``: called with each event.
 EventHook = Callable[[Event], object]
 
@@ -109,10 +115,10 @@ if TYPE_CHECKING:
 
     #: What the engine sends for one kind, read into a typed event (or only
     #: logged, for the kinds that are no event), then logged.
-    _Reader = Callable[[Logger, dict[str, Any]], Optional[Event]]
+    _Reader = Callable[[Logger, dict[str, typing.Any]], Event | None]
 
 
-def _retry_scheduled(logger: Logger, fields: dict[str, Any]) -> Event:
+def _retry_scheduled(logger: Logger, fields: dict[str, typing.Any]) -> Event:
     event = RetryScheduled(**fields)
     logger.info(
         "retrying %s in %.3fs after %s (status %s, attempt %d) [call %s]",
@@ -127,7 +133,7 @@ def _retry_scheduled(logger: Logger, fields: dict[str, Any]) -> Event:
     return event
 
 
-def _failed_over(logger: Logger, fields: dict[str, Any]) -> Event:
+def _failed_over(logger: Logger, fields: dict[str, typing.Any]) -> Event:
     import logging
 
     event = FailedOver(**fields)
@@ -145,7 +151,7 @@ def _failed_over(logger: Logger, fields: dict[str, Any]) -> Event:
     return event
 
 
-def _call_failed(logger: Logger, fields: dict[str, Any]) -> Event:
+def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> Event:
     error: FailoverError = fields["error"]
     event = CallFailed(fields["call_id"], error, error.attempts, fields["reason"])
     logger.info(
@@ -155,19 +161,19 @@ def _call_failed(logger: Logger, fields: dict[str, Any]) -> Event:
     return event
 
 
-def _skipped(logger: Logger, fields: dict[str, Any]) -> None:
+def _skipped(logger: Logger, fields: dict[str, typing.Any]) -> None:
     # Logged only: a skip is no event.
     logger.info(
         "skipping %s: %s [call %s]", fields["provider"], fields["reason"], fields["call_id"]
     )
 
 
-def _notice(logger: Logger, fields: dict[str, Any]) -> None:
+def _notice(logger: Logger, fields: dict[str, typing.Any]) -> None:
     # A fleet-wide state lost or back: for the log only.
     logger.warning("%s", fields["text"])
 
 
-def _debug(logger: Logger, fields: dict[str, Any]) -> None:
+def _debug(logger: Logger, fields: dict[str, typing.Any]) -> None:
     # A hint a provider is not sent: for the DEBUG log only.
     logger.debug("%s [call %s]", fields["text"], fields["call_id"])
 
@@ -184,7 +190,7 @@ _READERS: dict[str, _Reader] = {
 }
 
 
-def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], None]:
+def _emitter(on_event: EventHook | None) -> Callable[[str, dict[str, typing.Any]], None]:
     """The callable the native engine reports to: reads the kind's fields
     into its event, logs it (INFO for what happens, DEBUG for why), then
     hands it to ``on_event``. A hook's ordinary exception is logged and the
@@ -192,7 +198,7 @@ def _emitter(on_event: Optional[EventHook]) -> Callable[[str, dict[str, Any]], N
     and ends it. An unknown kind raises (the engine reports it to
     ``sys.unraisablehook``): a kind added on one side only."""
 
-    def emit(kind: str, fields: dict[str, Any]) -> None:
+    def emit(kind: str, fields: dict[str, typing.Any]) -> None:
         reader = _READERS.get(kind)
         if reader is None:
             raise FailoverError(

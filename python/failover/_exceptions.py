@@ -22,10 +22,14 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from ._attempt import Attempt, _attempts
 from ._usage import Usage
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+else:
+    from . import _typing as typing
 
 __all__ = [
     "AuthenticationError",
@@ -50,7 +54,7 @@ class FailoverError(Exception):
     """Base class of every error failover raises."""
 
     attempts: tuple[Attempt, ...] = ()
-    retry_after: Optional[float] = None
+    retry_after: float | None = None
 
 
 class ConfigurationError(FailoverError, ValueError):
@@ -64,7 +68,7 @@ class DeadlineExceeded(FailoverError, TimeoutError):
     """
 
     def __init__(
-        self, message: str, *, deadline: Optional[float] = None, call_id: Optional[str] = None
+        self, message: str, *, deadline: float | None = None, call_id: str | None = None
     ) -> None:
         super().__init__(message)
         self.deadline = deadline
@@ -85,9 +89,9 @@ class StreamInterrupted(FailoverError):
         message: str,
         *,
         partial_text: str = "",
-        provider: Optional[str] = None,
-        usage: Any = None,
-        call_id: Optional[str] = None,
+        provider: str | None = None,
+        usage: typing.Any = None,
+        call_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
@@ -111,13 +115,13 @@ class ProviderError(FailoverError):
         self,
         message: str,
         *,
-        provider: Optional[str] = None,
-        model: Optional[str] = None,
-        status: Optional[int] = None,
-        request_id: Optional[str] = None,
-        retry_after: Optional[float] = None,
-        body: Optional[str] = None,
-        kind: Optional[str] = None,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+        kind: str | None = None,
         attempts: tuple[Attempt, ...] = (),
     ) -> None:
         super().__init__(message)
@@ -229,11 +233,11 @@ def _provider_error(
     message: str,
     provider: str,
     model: str,
-    status: Optional[int],
-    request_id: Optional[str],
-    retry_after: Optional[float],
-    body: Optional[str],
-    attempts: Optional[list[Any]],
+    status: int | None,
+    request_id: str | None,
+    retry_after: float | None,
+    body: str | None,
+    attempts: list[typing.Any] | None,
 ) -> ProviderError:
     """Called by the native module to build the exception for a failed attempt."""
     cls = _BY_KIND.get(kind, ProviderError)
@@ -253,8 +257,8 @@ def _provider_error(
 def _deadline_error(
     *,
     deadline: float,
-    attempts: list[Any],
-    cause: Optional[ProviderError],
+    attempts: list[typing.Any],
+    cause: ProviderError | None,
     call_id: str,
 ) -> DeadlineExceeded:
     """Called by the native module when the deadline ends a call."""
@@ -274,8 +278,8 @@ def _stream_interrupted(
     cause: BaseException,
     partial_text: str,
     provider: str,
-    usage: tuple[Optional[int], ...],
-    attempts: list[Any],
+    usage: tuple[int | None, ...],
+    attempts: list[typing.Any],
     call_id: str,
 ) -> StreamInterrupted:
     """Called by the native module when a stream breaks after its first content."""
@@ -294,7 +298,7 @@ def _stream_interrupted(
     return error
 
 
-def _unserved_error(message: str, attempts: list[Any]) -> ConfigurationError:
+def _unserved_error(message: str, attempts: list[typing.Any]) -> ConfigurationError:
     """Called by the native module when no provider in the chain can serve
     the call (a feature none of their wires can express): nothing was sent."""
     error = ConfigurationError(message)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Optional, Union
-
 from . import _native
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Iterable, Mapping
+else:
+    from _collections_abc import Iterable, Mapping  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
+
 #: Response headers: a mapping, or (name, value) pairs; names case-insensitive.
-Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
-def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None) -> Optional[float]:
+def retry_after(
+    headers: Headers, body: typing.Any = None, now: float | None = None
+) -> float | None:
     """Seconds the response asks to wait, or ``None`` when it gives no usable hint.
 
     Reads ``retry-after-ms``, ``retry-after`` (seconds or an HTTP-date), Gemini's
@@ -23,7 +31,7 @@ def retry_after(headers: Headers, body: Any = None, now: Optional[float] = None)
     ``body``: bytes, str or parsed JSON. ``now``: Unix seconds (default: now).
     """
     if isinstance(headers, Mapping):
-        items: Iterable[Any] = headers.items()
+        items: Iterable[typing.Any] = headers.items()
     elif isinstance(headers, Iterable) and not isinstance(headers, (str, bytes)):
         items = headers
     else:

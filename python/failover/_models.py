@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from . import _native
 from ._attempt import Attempt, _attempts
 from ._exceptions import ConfigurationError
 from ._record import Record
 from ._usage import Usage
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+else:
+    from . import _typing as typing
 
 
 class Tool(Record):
@@ -17,14 +21,14 @@ class Tool(Record):
 
     __slots__ = ("name", "description", "parameters")
     name: str
-    description: Optional[str]
-    parameters: Optional[dict[str, Any]]
+    description: str | None
+    parameters: dict[str, typing.Any] | None
 
     def __init__(
         self,
         name: str,
-        description: Optional[str] = None,
-        parameters: Optional[dict[str, Any]] = None,
+        description: str | None = None,
+        parameters: dict[str, typing.Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
@@ -42,8 +46,8 @@ class Tool(Record):
             raise ConfigurationError(f"Tool {name!r}: parameters cannot be sent as JSON: {problem}")
         self._init(name=name, description=description, parameters=parameters)
 
-    def _wire(self) -> dict[str, Any]:
-        tool: dict[str, Any] = {"name": self.name}
+    def _wire(self) -> dict[str, typing.Any]:
+        tool: dict[str, typing.Any] = {"name": self.name}
         if self.description is not None:
             tool["description"] = self.description
         if self.parameters is not None:
@@ -59,17 +63,19 @@ class ToolCall(Record):
     __slots__ = ("id", "name", "arguments", "arguments_json")
     id: str
     name: str
-    arguments: Optional[Any]
+    arguments: typing.Any | None
     arguments_json: str
 
-    def __init__(self, id: str, name: str, arguments: Optional[Any], arguments_json: str) -> None:
+    def __init__(
+        self, id: str, name: str, arguments: typing.Any | None, arguments_json: str
+    ) -> None:
         self._init(id=id, name=name, arguments=arguments, arguments_json=arguments_json)
 
     def __hash__(self) -> int:  # arguments may be a dict
         return hash((self.id, self.name, self.arguments_json))
 
 
-def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+def _tool_calls(raw: typing.Any) -> tuple[ToolCall, ...]:
     """``_native.ToolCallData`` objects -> ``ToolCall`` values."""
     if not raw:
         return ()
@@ -107,19 +113,19 @@ class Response:
     text: str
     provider: str
     """The configured name of the provider that answered."""
-    model: Optional[str]
+    model: str | None
     """The model the provider reports."""
-    finish_reason: Optional[str]
+    finish_reason: str | None
     usage: Usage
     attempts: tuple[Attempt, ...]
-    request_id: Optional[str]
+    request_id: str | None
     call_id: str
     tool_calls: tuple[ToolCall, ...]
     """The calls the model made, in order (``finish_reason == "tool_calls"``)."""
-    time_to_first_token: Optional[float]
+    time_to_first_token: float | None
     """Seconds from the call to its first content chunk (streams only)."""
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: typing.Any) -> None:
         """Built from the engine's ``_native.ResponseData``."""
         self.text = data.text
         self.provider = data.provider
@@ -134,15 +140,15 @@ class Response:
         )
         self.attempts = _attempts(data.attempts)
         self.tool_calls = _tool_calls(data.tool_calls)
-        self._provider_data: Optional[str] = data.provider_data
+        self._provider_data: str | None = data.provider_data
         self.request_id = data.request_id
         self._raw_body = data.raw
         self.call_id = data.call_id
-        self._raw_json: Any = None
+        self._raw_json: typing.Any = None
         self.time_to_first_token = None
 
     @property
-    def raw(self) -> Any:
+    def raw(self) -> typing.Any:
         """The provider's response body, parsed (on first access)."""
         if self._raw_json is None:
             import json
@@ -151,10 +157,10 @@ class Response:
         return self._raw_json
 
     @property
-    def message(self) -> dict[str, Any]:
+    def message(self) -> dict[str, typing.Any]:
         """The assistant's turn as an OpenAI-style message, to append to the
         history as it is, whichever provider answered."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        message: dict[str, typing.Any] = {"role": "assistant", "content": self.text or None}
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -174,7 +180,7 @@ class Response:
             message["provider_data"] = json.loads(self._provider_data)
         return message
 
-    def json(self) -> Any:
+    def json(self) -> typing.Any:
         """``text`` parsed as JSON (after asking for JSON output)."""
         import json
 
@@ -198,14 +204,14 @@ class Embeddings:
     vectors: list[list[float]]
     provider: str
     """The configured name of the provider that answered."""
-    model: Optional[str]
+    model: str | None
     """The model the provider reports, else the one asked for."""
     usage: Usage
     attempts: tuple[Attempt, ...]
-    request_id: Optional[str]
+    request_id: str | None
     call_id: str
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: typing.Any) -> None:
         """Built from the engine's ``_native.EmbeddingsData``."""
         self.vectors = data.vectors
         self.provider = data.provider

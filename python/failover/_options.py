@@ -5,20 +5,26 @@ share with the other public constructors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Optional, Union
-
 from . import _native
 from ._checks import accepts, count, is_async_callable, number
 from ._exceptions import ConfigurationError
 from ._models import Tool
 from ._providers import _checked_headers, _display_url, _url_problem
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Mapping
+else:
+    from _collections_abc import Mapping  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
+
 if TYPE_CHECKING:
     from ._seam import CallArgs
 
 
-def prompt_messages(prompt: object) -> list[Any]:
+def prompt_messages(prompt: object) -> list[typing.Any]:
     """The prompt as messages: a str is one user message."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
@@ -30,7 +36,7 @@ def prompt_messages(prompt: object) -> list[Any]:
     return [dict(m) if isinstance(m, Mapping) and not isinstance(m, dict) else m for m in prompt]
 
 
-def proxy_url(proxy: object, where: str = "proxy") -> Optional[str]:
+def proxy_url(proxy: object, where: str = "proxy") -> str | None:
     if proxy is None:
         return None
     if not isinstance(proxy, str):
@@ -59,7 +65,7 @@ def check_proxy_variables() -> None:
     if "REQUEST_METHOD" in os.environ:
         return
 
-    def first(pair: tuple[str, ...]) -> Optional[tuple[str, str]]:
+    def first(pair: tuple[str, ...]) -> tuple[str, str] | None:
         for name in pair:
             value = os.environ.get(name)
             if value is None:
@@ -82,7 +88,7 @@ def check_proxy_variables() -> None:
         proxy_url(url, where=f"the {name} environment variable")
 
 
-def tools(tools: object) -> Optional[list[dict[str, Any]]]:
+def tools(tools: object) -> list[dict[str, typing.Any]] | None:
     """``tools=`` as the engine reads it: a list of tool dicts."""
     if tools is None:
         return None
@@ -90,7 +96,7 @@ def tools(tools: object) -> Optional[list[dict[str, Any]]]:
         raise ConfigurationError(
             f"tools must be a list of failover.Tool or tool dicts, got {type(tools).__name__}"
         )
-    wire: list[dict[str, Any]] = []
+    wire: list[dict[str, typing.Any]] = []
     for tool in tools:
         if isinstance(tool, Tool):
             wire.append(tool._wire())
@@ -138,7 +144,7 @@ def request_options(
     args.headers = list(checked.items()) if checked else None
 
 
-def tool_choice(choice: object) -> Optional[str]:
+def tool_choice(choice: object) -> str | None:
     """``tool_choice`` as a word or a tool's name: also OpenAI's
     ``{"type": "function", "function": {"name": ...}}`` and Anthropic's
     ``{"type": "auto" | "any" | "none"}`` / ``{"type": "tool", "name": ...}``."""
@@ -201,7 +207,7 @@ def check_on_event(on_event: object) -> None:
         )
 
 
-def idempotency_key(key: object) -> Optional[str]:
+def idempotency_key(key: object) -> str | None:
     """``idempotency_key=``: a header value HTTP can carry."""
     if key is None:
         return None
@@ -220,7 +226,7 @@ def restart(on_interrupt: object) -> bool:
     return on_interrupt == "restart"
 
 
-def verify(verify: object) -> Union[bool, str]:
+def verify(verify: object) -> bool | str:
     if isinstance(verify, bool):
         return verify
     import os

@@ -6,13 +6,19 @@ threads, and is checked once, when it is made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional, cast
-
 from . import _native
 from ._checks import count, number, seconds
 from ._exceptions import ConfigurationError
 from ._record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Iterable
+else:
+    from _collections_abc import Iterable  # collections.abc's, loaded at startup
+
+    from . import _typing as typing
 
 #: The error kinds, as ``ProviderError.kind`` and ``Attempt.kind`` spell them
 #: (the engine's list).
@@ -26,7 +32,9 @@ DEFAULT_STOP_ON = frozenset(_native.DEFAULT_STOP_ON)
 # RetryBudget::default): the signature defaults below are its numbers.
 _DEFAULT = _native.NativePolicy.preset("default")
 _BACKOFF = _DEFAULT.backoff  # (initial, multiplier, max, jitter, spread)
-_BUDGET = cast("tuple[float, float, float]", _DEFAULT.budget)  # (ratio, reserve, window)
+_budget = _DEFAULT.budget
+assert _budget is not None  # the default policy has a budget
+_BUDGET: tuple[float, float, float] = _budget  # (ratio, reserve, window)
 
 
 def _stop_on(value: object) -> frozenset[str]:
@@ -91,7 +99,7 @@ class Backoff(Record):
         backoff._init(initial=initial, multiplier=multiplier, max=max, jitter=jitter, spread=spread)
         return backoff
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[typing.Any, ...]:
         if self.max == float("inf"):
             numbers = (self.initial, self.multiplier, self.max, self.jitter, self.spread)
             return (Backoff._engine, (numbers,))
@@ -165,7 +173,7 @@ class RetryPolicy(Record):
     backoff: Backoff
     stop_on: frozenset[str]
     """The error kinds that end a call at once: no retry, no failover."""
-    budget: Optional[RetryBudget]
+    budget: RetryBudget | None
     """The retry budget; ``None``: retries are limited only per call."""
     max_cooldown: float
     """The longest cooldown after failures with no usable hint, in seconds."""
@@ -173,7 +181,7 @@ class RetryPolicy(Record):
     """The longest cooldown for a wait the provider asked for, in seconds."""
     if TYPE_CHECKING:  # declared for mypy only: the public fields are what type hints list
         _preset: str
-        _max_interval: Optional[float]
+        _max_interval: float | None
         _native_policy: _native.NativePolicy
 
     def __init__(
@@ -182,9 +190,9 @@ class RetryPolicy(Record):
         max_retries_last: int = _DEFAULT.max_retries_last,
         max_retry_after: float = _DEFAULT.max_retry_after,
         max_retry_after_last: float = _DEFAULT.max_retry_after_last,
-        backoff: Optional[Backoff] = None,
+        backoff: Backoff | None = None,
         stop_on: Iterable[str] = DEFAULT_STOP_ON,
-        budget: Optional[RetryBudget] = RetryBudget(),  # noqa: B008 (an immutable value)
+        budget: RetryBudget | None = RetryBudget(),  # noqa: B008 (an immutable value)
         max_cooldown: float = _DEFAULT.max_cooldown,
         max_hinted_cooldown: float = _DEFAULT.max_hinted_cooldown,
     ) -> None:
@@ -231,7 +239,7 @@ class RetryPolicy(Record):
         )
 
     @classmethod
-    def _make_preset(cls, name: str, max_interval: Optional[float] = None) -> RetryPolicy:
+    def _make_preset(cls, name: str, max_interval: float | None = None) -> RetryPolicy:
         """A preset, showing the numbers the engine decides with, read from it
         (``src/engine/policy/``): presets are exact reproductions, not
         tunable. A bound nothing sets is ``inf`` (``ruby_llm()``'s waits)."""
@@ -265,7 +273,7 @@ class RetryPolicy(Record):
         return cls._make_preset("laravel")
 
     @classmethod
-    def ruby_llm(cls, max_interval: Optional[float] = None) -> RetryPolicy:
+    def ruby_llm(cls, max_interval: float | None = None) -> RetryPolicy:
         """ruby_llm 1.16 over faraday-retry 2.4: up to 3 retries, backoff
         ``min(0.1 * 2**n, max_interval) + U * 0.05`` (``backoff`` says so:
         ``jitter=0.0, spread=0.05``), the larger of the
@@ -315,7 +323,7 @@ class RetryPolicy(Record):
             f"max_cooldown={self.max_cooldown}, max_hinted_cooldown={self.max_hinted_cooldown})"
         )
 
-    def _args(self) -> tuple[Any, ...]:
+    def _args(self) -> tuple[typing.Any, ...]:
         """What ``RetryPolicy(...)`` takes, in its order."""
         return (
             self.max_retries,
@@ -329,7 +337,7 @@ class RetryPolicy(Record):
             self.max_hinted_cooldown,
         )
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self._preset, self._max_interval, *self._args())
 
     def __eq__(self, other: object) -> bool:
@@ -338,7 +346,7 @@ class RetryPolicy(Record):
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[typing.Any, ...]:
         if self._preset != "default":
             return (RetryPolicy._make_preset, (self._preset, self._max_interval))
         return (RetryPolicy, self._args())

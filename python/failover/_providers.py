@@ -7,17 +7,29 @@ Client is built, unless given. It never appears in a repr.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Optional, Union
 
 from . import _native
 from ._checks import accepts, header_text, is_async_callable
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+else:
+    from _collections_abc import (  # collections.abc's, loaded at startup
+        Callable,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
+
+    from . import _typing as typing
+
 #: An API key: the key itself, or a callable returning it, called for each
 #: attempt (rotating Azure AD or Vertex tokens).
-ApiKey = Union[str, Callable[[], str]]
+ApiKey = str | Callable[[], str]
 
 #: Headers the transport writes for each request (framing, connection):
 #: one given by hand would corrupt the request on the wire.
@@ -51,7 +63,7 @@ def _check_name(name: str, what: str = "provider name") -> None:
         )
 
 
-def _key_text_problem(key: str) -> Optional[str]:
+def _key_text_problem(key: str) -> str | None:
     """Why ``key`` (stripped) cannot go in a header, or ``None``."""
     if not key:
         return "is blank"
@@ -60,7 +72,7 @@ def _key_text_problem(key: str) -> Optional[str]:
     return None
 
 
-def _key_callable_problem(key: object) -> Optional[str]:
+def _key_callable_problem(key: object) -> str | None:
     """Why ``key``, a callable ``api_key``, cannot be used, or ``None``."""
     if not callable(key) or isinstance(key, str):
         return None
@@ -77,41 +89,41 @@ def _key_callable_problem(key: object) -> Optional[str]:
 class Provider:
     """Base class of provider configurations."""
 
-    wire: ClassVar[str] = "openai"
-    default_base_url: ClassVar[Optional[str]] = None
-    env_var: ClassVar[Optional[str]] = None
-    key_required: ClassVar[bool] = True
+    wire: typing.ClassVar[str] = "openai"
+    default_base_url: typing.ClassVar[str | None] = None
+    env_var: typing.ClassVar[str | None] = None
+    key_required: typing.ClassVar[bool] = True
     #: Variables read, in order, when ``env_var`` is unset.
-    env_fallbacks: ClassVar[tuple[str, ...]] = ()
+    env_fallbacks: typing.ClassVar[tuple[str, ...]] = ()
     overloaded_statuses: tuple[int, ...] = DEFAULT_OVERLOADED_STATUSES
-    max_tokens_field: ClassVar[str] = "max_tokens"
+    max_tokens_field: typing.ClassVar[str] = "max_tokens"
     #: Whether the provider has an embeddings endpoint.
-    can_embed: ClassVar[bool] = True
+    can_embed: typing.ClassVar[bool] = True
     #: The embeddings body field that carries ``dimensions``.
-    dimensions_field: ClassVar[str] = "dimensions"
+    dimensions_field: typing.ClassVar[str] = "dimensions"
     #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
-    embed_base64: ClassVar[bool] = False
+    embed_base64: typing.ClassVar[bool] = False
     #: Whether a Chat Completions stream may be asked for its usage
     #: (``stream_options``); Mistral refuses the field.
-    stream_usage: ClassVar[bool] = True
+    stream_usage: typing.ClassVar[bool] = True
     #: The body field that carries ``seed``.
-    seed_field: ClassVar[str] = "seed"
+    seed_field: typing.ClassVar[str] = "seed"
     #: Mistral's conversation rules: 9-character tool-call ids (others' are
     #: rewritten); no user message right after tool results and no final
     #: assistant message to continue (Mistral is skipped for those).
-    mistral_rules: ClassVar[bool] = False
+    mistral_rules: typing.ClassVar[bool] = False
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: Optional[ApiKey] = None,
-        base_url: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        api_key: ApiKey | None = None,
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
@@ -151,7 +163,7 @@ class Provider:
         problem = _native.json_problem(dict(params)) if params is not None else None
         if problem is not None:
             raise ConfigurationError(f"{owner} params cannot be sent as JSON: {problem}")
-        self.params: Optional[dict[str, Any]] = dict(params) if params is not None else None
+        self.params: dict[str, typing.Any] | None = dict(params) if params is not None else None
         if not isinstance(allow_insecure, bool):
             raise ConfigurationError(
                 f"{owner} allow_insecure must be True or False, got {allow_insecure!r}"
@@ -179,13 +191,13 @@ class Provider:
         ):
             self._check_secure(None)
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         """Why ``model`` cannot be sent to this provider, or ``None``. Wires
         that put the model in the URL path (Gemini, Azure) refuse what would
         change the path."""
         return None
 
-    def _resolve_key(self, name: str) -> Optional[ApiKey]:
+    def _resolve_key(self, name: str) -> ApiKey | None:
         """The key to send, checked; raises ConfigurationError naming what is missing."""
         key = self._api_key
         if callable(key):
@@ -232,7 +244,7 @@ class Provider:
         wanted = {_native.key_header_name(self.wire, entra) for entra in (False, True)}
         return any(name.lower() in wanted for name in self.headers)
 
-    def _check_secure(self, name: Optional[str]) -> None:
+    def _check_secure(self, name: str | None) -> None:
         """Refuses a credential bound for plain http (``name`` None: the provider
         is not in a client yet, and is named by its class)."""
         if not self.allow_insecure and not _safe_for_secrets(self.base_url):
@@ -305,7 +317,7 @@ def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
     return values
 
 
-def _url_problem(url: str) -> Optional[str]:
+def _url_problem(url: str) -> str | None:
     """Why the transport cannot use ``url``, or ``None``."""
     try:
         return _native.check_base_url(url)
@@ -313,7 +325,7 @@ def _url_problem(url: str) -> Optional[str]:
         return "it holds characters that are not valid Unicode"
 
 
-def _url_parts(url: str) -> Optional[tuple[str, str, Optional[int], str, bool]]:
+def _url_parts(url: str) -> tuple[str, str, int | None, str, bool] | None:
     """``url`` as the transport reads it (scheme, host, port, path, has a
     query), or ``None``: never another parser's reading."""
     try:
@@ -417,7 +429,7 @@ class Gemini(Provider):
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         # `gemini-2.5-flash`, or a resource name: `models/...`, `tunedModels/...`.
         collection, _, name = model.rpartition("/")
         if collection not in ("", "models", "tunedModels") or not _is_path_segment(name):
@@ -459,14 +471,14 @@ class Azure(Provider):
         self,
         deployment: str,
         *,
-        endpoint: Optional[str] = None,
-        api_version: Optional[str] = "2024-10-21",
-        api_key: Optional[ApiKey] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        endpoint: str | None = None,
+        api_version: str | None = "2024-10-21",
+        api_key: ApiKey | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         if not isinstance(deployment, str) or not _is_path_segment(deployment):
             raise ConfigurationError(
@@ -516,7 +528,7 @@ class Azure(Provider):
         self.endpoint = endpoint
         self.api_version = api_version
 
-    def _model_problem(self, model: str) -> Optional[str]:
+    def _model_problem(self, model: str) -> str | None:
         if not _is_path_segment(model):
             return f"{model!r} is not a deployment name (letters, digits, '-', '_', '.')"
         return None
@@ -545,14 +557,14 @@ class OpenAICompatible(Provider):
         self,
         model: str,
         *,
-        base_url: Optional[str] = None,
-        api_key: Optional[ApiKey] = None,
-        api_key_env: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        base_url: str | None = None,
+        api_key: ApiKey | None = None,
+        api_key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
         allow_insecure: bool = False,
-        overloaded_statuses: Optional[Sequence[int]] = None,
-        params: Optional[Mapping[str, Any]] = None,
-        embedding_model: Optional[str] = None,
+        overloaded_statuses: Sequence[int] | None = None,
+        params: Mapping[str, typing.Any] | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -638,12 +650,12 @@ class Pool:
     the pool's key in the client's ``providers``; ``provider=`` names the pool.
     """
 
-    STRATEGIES: ClassVar[tuple[str, ...]] = ("round_robin", "least_busy")
+    STRATEGIES: typing.ClassVar[tuple[str, ...]] = ("round_robin", "least_busy")
 
     def __init__(
         self,
         name: str,
-        members: Union[Sequence[Provider], Mapping[str, Provider]],
+        members: Sequence[Provider] | Mapping[str, Provider],
         *,
         strategy: str = "round_robin",
     ) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 #: The sleeper every client without one of its own uses inside ``fake_sleep()``.
 active: object = None

@@ -10,11 +10,15 @@ network read, not per chunk.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Optional
-
 from ._exceptions import FailoverError
 from ._models import Response, ToolCall, _tool_calls
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
+if TYPE_CHECKING:
+    import typing
+    from collections import deque
+else:
+    from . import _typing as typing
 
 
 class Chunk:
@@ -33,7 +37,7 @@ class Chunk:
     kind: str
     text: str
     reasoning: str
-    tool_call: Optional[ToolCall]
+    tool_call: ToolCall | None
     discarded: str
     discarded_tool_calls: tuple[ToolCall, ...]
 
@@ -42,7 +46,7 @@ class Chunk:
         kind: str,
         text: str = "",
         reasoning: str = "",
-        tool_call: Optional[ToolCall] = None,
+        tool_call: ToolCall | None = None,
         discarded: str = "",
         discarded_tool_calls: tuple[ToolCall, ...] = (),
     ) -> None:
@@ -73,7 +77,7 @@ class Chunk:
         )
 
 
-def _chunk(data: Any) -> Chunk:
+def _chunk(data: typing.Any) -> Chunk:
     """A ``_native.ChunkData`` as a ``Chunk`` (text first: it is most of them)."""
     kind = data.kind
     if kind == "text":
@@ -92,13 +96,15 @@ def _chunk(data: Any) -> Chunk:
 class _StreamBase:
     __slots__ = ("_done", "_native", "_pending", "_response")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: typing.Any) -> None:
         self._native = native
+        from collections import deque  # per stream, not at import: collections costs 1 ms
+
         self._pending: deque[Chunk] = deque()
         self._done = False
-        self._response: Optional[Response] = None
+        self._response: Response | None = None
 
-    def _take(self, batch: Optional[list[Any]]) -> None:
+    def _take(self, batch: list[typing.Any] | None) -> None:
         if batch is None:
             self._done = True
             data = self._native.response

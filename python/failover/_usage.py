@@ -4,8 +4,6 @@ importing each other."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ._record import Record
 
 _set = object.__setattr__  # Records refuse setattr once built
@@ -21,19 +19,19 @@ class Usage(Record):
         "cache_write_tokens",
         "reasoning_tokens",
     )
-    input_tokens: Optional[int]
-    output_tokens: Optional[int]
-    cache_read_tokens: Optional[int]
-    cache_write_tokens: Optional[int]
-    reasoning_tokens: Optional[int]
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
 
     def __init__(
         self,
-        input_tokens: Optional[int] = None,
-        output_tokens: Optional[int] = None,
-        cache_read_tokens: Optional[int] = None,
-        cache_write_tokens: Optional[int] = None,
-        reasoning_tokens: Optional[int] = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
     ) -> None:
         # Built for every response: set field by field (_set), which costs a
         # third of Record._init's keyword form.

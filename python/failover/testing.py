@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 from . import _native, _sleep
 
@@ -129,7 +129,7 @@ class RecordedRequest:
         )
 
 
-def _text_body(wire: str, text: str, model: Optional[str]) -> dict[str, Any]:
+def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
     if wire in ("openai", "openai_compatible"):
         return {
             "id": "chatcmpl-mock",
@@ -203,7 +203,7 @@ _WIRES = (
 )
 
 
-def _embeddings_body(wire: str, vectors: Sequence[Sequence[float]], model: Optional[str]) -> Any:
+def _embeddings_body(wire: str, vectors: Sequence[Sequence[float]], model: str | None) -> Any:
     if isinstance(vectors, (str, bytes)) or not all(
         isinstance(v, Sequence) and not isinstance(v, (str, bytes)) for v in vectors
     ):
@@ -257,11 +257,11 @@ class MockServer:
         status: int = 200,
         headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
         json: Any = None,
-        body: Union[bytes, str, None] = None,
-        sse: Optional[Sequence[str]] = None,
+        body: bytes | str | None = None,
+        sse: Sequence[str] | None = None,
         delay: float = 0.0,
-        fault: Optional[str] = None,
-        chunks: Optional[Sequence[Union[bytes, str]]] = None,
+        fault: str | None = None,
+        chunks: Sequence[bytes | str] | None = None,
         interval: float = 0.0,
     ) -> None:
         """Scripts the next response.
@@ -322,8 +322,8 @@ class MockServer:
         text: str = "Hello",
         wire: str = "openai",
         *,
-        model: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
     ) -> None:
         """Scripts a realistic successful answer of ``text`` in a wire format:
@@ -336,8 +336,8 @@ class MockServer:
         vectors: Sequence[Sequence[float]],
         wire: str = "openai",
         *,
-        model: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
     ) -> None:
         """Scripts a successful embeddings answer (one vector per text) in a

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -85,14 +85,14 @@ class Recording:
     body: bytes  # decoded (gunzipped) body bytes
     wire: str  # "openai", "anthropic", "gemini", "ollama"; "" when not replayed
     kind: str  # "chat" or "embed"; "" when not replayed
-    skip: Optional[str]  # why it is not replayed, or None
+    skip: str | None  # why it is not replayed, or None
     streaming: bool  # a streamed answer (SSE / NDJSON), replayed through client.stream()
 
     @property
     def id(self) -> str:
         return f"{self.rel}#{self.index}"
 
-    def header(self, name: str) -> Optional[str]:
+    def header(self, name: str) -> str | None:
         for k, v in self.headers:
             if k.lower() == name:
                 return v
@@ -103,7 +103,7 @@ class Recording:
         return [(k, v) for k, v in self.headers if k.lower() not in DROPPED_HEADERS]
 
     @property
-    def date(self) -> Optional[float]:
+    def date(self) -> float | None:
         """The recorded Date header as Unix seconds, or None."""
         value = self.header("date")
         return parsedate_to_datetime(value).timestamp() if value else None
@@ -194,7 +194,7 @@ def _is_streaming(uri: str, request_json: Any, headers: list[tuple[str, str]]) -
     )
 
 
-def _classify(folder: str, path: str) -> tuple[str, str, Optional[str]]:
+def _classify(folder: str, path: str) -> tuple[str, str, str | None]:
     """(wire, kind, why not replayed) of an interaction, from its endpoint."""
     if folder == "anthropic" and path.endswith("/v1/messages"):
         return "anthropic", "chat", None

@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import failover
 
 from .loader import STREAMS, Recording
 
 
-def user_text(wire: str, body: Any) -> Optional[str]:
+def user_text(wire: str, body: Any) -> str | None:
     """The text of the last user turn of a chat request body (any wire), or None when it has
     no plain text."""
     if not isinstance(body, dict):
@@ -85,7 +85,7 @@ def expected_text(rec: Recording) -> str:
     return str(body["choices"][0]["message"].get("content") or "")
 
 
-def expected_tool_calls(rec: Recording) -> list[tuple[Optional[str], str, Any]]:
+def expected_tool_calls(rec: Recording) -> list[tuple[str | None, str, Any]]:
     """The tool calls recorded in the answer, as (id or None when the wire has none, name,
     parsed arguments)."""
     body = rec.body_json
@@ -125,11 +125,11 @@ def expected_model(rec: Recording) -> str:
 
 @dataclass(frozen=True)
 class ExpectedUsage:
-    input_tokens: Optional[int]
-    output_tokens: Optional[int]
-    cache_read_tokens: Optional[int]
-    reasoning_tokens: Optional[int]
-    cache_write_tokens: Optional[int] = None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    reasoning_tokens: int | None
+    cache_write_tokens: int | None = None
 
 
 def expected_usage(rec: Recording) -> ExpectedUsage:
@@ -184,7 +184,7 @@ def usage_of(wire: str, usage: dict[str, Any]) -> ExpectedUsage:
     )
 
 
-def recorded_request_id(rec: Recording) -> Optional[str]:
+def recorded_request_id(rec: Recording) -> str | None:
     """The id OpenAI-style (x-request-id) and Anthropic (request-id) answers carry in a header.
     Other providers' ids (Mistral's correlation id, DeepSeek's trace id, Azure's
     apim-request-id, Gemini's responseId) are not checked: DESIGN names no source for them."""
@@ -212,7 +212,7 @@ _ANTHROPIC_429_NO_RETRY = (
     "anthropic/ruby_llm@0950693/chat_real_error_scenarios_anthropic_claude-haiku-4-5_handles_"
     "context_length_exceeded_errors.yml#0"
 )
-EXPECTED_ERRORS: dict[str, tuple[type[failover.ProviderError], Optional[float], str]] = {
+EXPECTED_ERRORS: dict[str, tuple[type[failover.ProviderError], float | None, str]] = {
     # 401 authentication_error "invalid x-api-key"; x-should-retry: false.
     "anthropic/chat_error_handling_with_anthropic_claude-haiku-4-5_raises_appropriate_auth_"
     "error.yml#0": (failover.AuthenticationError, None, "401"),
@@ -338,10 +338,10 @@ class ExpectedStream:
     # Tool calls by the wire's index or block number: [id (None where the wire has none),
     # name, arguments (streamed JSON text, or an object where the wire sends one whole)].
     calls: dict[Any, list[Any]] = field(default_factory=dict)
-    finish: Optional[str] = None  # the wire's own word
-    model: Optional[str] = None
+    finish: str | None = None  # the wire's own word
+    model: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)  # the wire's report, merged
-    error: Optional[dict[str, Any]] = None  # the in-stream error object
+    error: dict[str, Any] | None = None  # the in-stream error object
 
     @property
     def content_before_error(self) -> bool:
@@ -349,7 +349,7 @@ class ExpectedStream:
         return bool(self.text or self.reasoning or self.calls)
 
     @property
-    def tool_calls(self) -> list[tuple[Optional[str], str, Any]]:
+    def tool_calls(self) -> list[tuple[str | None, str, Any]]:
         """(id or None, name, parsed arguments), in the order the calls started."""
         return [
             (call_id, name, json.loads(args or "{}") if isinstance(args, str) else args)
@@ -469,7 +469,7 @@ def expected_stream(rec: Recording) -> ExpectedStream:
     return exp
 
 
-def expected_stream_finish(rec: Recording, exp: ExpectedStream) -> Optional[str]:
+def expected_stream_finish(rec: Recording, exp: ExpectedStream) -> str | None:
     if exp.calls and rec.wire in ("gemini", "ollama"):
         return "tool_calls"  # these wires say STOP / stop when the model called tools
     return ONE_VOCABULARY.get(exp.finish, exp.finish) if exp.finish else None

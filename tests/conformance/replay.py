@@ -11,9 +11,11 @@ retries and a FakeSleeper, through ``prompt`` / ``embed`` / ``stream`` and their
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any
 from urllib.parse import urlsplit
 
 import failover
@@ -94,7 +96,7 @@ def chat_text(rec: Recording) -> str:
     return user_text(rec.wire, rec.request_json) or PROMPT
 
 
-def embed_input(rec: Recording) -> tuple[Union[str, list[str]], Optional[int]]:
+def embed_input(rec: Recording) -> tuple[str | list[str], int | None]:
     """The recorded texts (as the recording gave them: one str or a list) and dimensions."""
     body = rec.request_json
     if rec.wire == "gemini":
@@ -106,7 +108,7 @@ def embed_input(rec: Recording) -> tuple[Union[str, list[str]], Optional[int]]:
 
 FACES = ("sync", "async")
 
-Result = Union[failover.Response, failover.Embeddings, failover.FailoverError]
+Result = failover.Response | failover.Embeddings | failover.FailoverError
 
 
 @dataclass
@@ -151,7 +153,7 @@ def play(rec: Recording, face: str) -> Played:
         server.close()
 
 
-def _expected_auth_header(rec: Recording) -> Optional[str]:
+def _expected_auth_header(rec: Recording) -> str | None:
     """The credential header the recorded request carried (lower-cased), or None."""
     recorded = [h for h in AUTH_HEADERS if h in rec.request_header_names]
     if recorded:
@@ -201,7 +203,7 @@ def awkward_pieces(rec: Recording) -> list[bytes]:
         cuts.append(offset + (len(piece) - 1 if i % 2 == 0 else len(piece) // 2))
         offset += len(piece)
     bounds = [0, *sorted({c for c in cuts if 0 < c < len(rec.body)}), len(rec.body)]
-    pieces = [rec.body[a:b] for a, b in zip(bounds, bounds[1:])]
+    pieces = [rec.body[a:b] for a, b in itertools.pairwise(bounds)]
     assert b"".join(pieces) == rec.body
     return pieces
 
@@ -223,8 +225,8 @@ def _recorded_tools(rec: Recording) -> list[dict[str, Any]]:
 @dataclass
 class PlayedStream:
     chunks: list[failover.Chunk]  # every chunk yielded, up to the end or the error
-    response: Optional[failover.Response]  # stream.response, when the stream ended
-    error: Optional[failover.FailoverError]
+    response: failover.Response | None  # stream.response, when the stream ended
+    error: failover.FailoverError | None
     sleeper: FakeSleeper
     requests: list[RecordedRequest]  # what the client sent
     events: list[Any]  # on_event's
@@ -254,8 +256,8 @@ def run_stream(
         first = chain[0]
         prompt, tools = chat_text(first), _recorded_tools(first) or None
         chunks: list[failover.Chunk] = []
-        response: Optional[failover.Response] = None
-        error: Optional[failover.FailoverError] = None
+        response: failover.Response | None = None
+        error: failover.FailoverError | None = None
         try:
             if face == "sync":
                 with client.stream(prompt, tools=tools, timeout=5.0) as stream:
