@@ -13,6 +13,8 @@ mod ollama;
 mod openai;
 mod request;
 mod secrets;
+#[cfg(test)]
+mod secrets_props;
 pub mod streaming;
 #[cfg(test)]
 mod tests;
