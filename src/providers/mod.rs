@@ -20,6 +20,8 @@ pub mod streaming;
 mod tests;
 mod types;
 mod wire_format;
+#[cfg(test)]
+mod wire_props;
 mod wires;
 
 pub use answer::{name_failure, parse_embed_response, parse_response};
