@@ -188,7 +188,7 @@ proptest! {
     ) {
         let cut = cut.min(secret.len());
         let text = format!("{before}{}{after}", &secret[..cut]);
-        assert_gone(&redact(&text, &[secret.clone()]), &secret[..cut])?;
+        assert_gone(&redact(&text, std::slice::from_ref(&secret)), &secret[..cut])?;
     }
 
     #[test]
@@ -201,7 +201,7 @@ proptest! {
         wire in wire(),
     ) {
         let body = json_body(&secret, &echoes, &before, &after, &escapes);
-        prop_assume!(serde_json::from_str::<Value>(&body).is_ok());
+        prop_assert!(serde_json::from_str::<Value>(&body).is_ok(), "not JSON: {}", body);
         let secrets = request_secrets(wire, &secret);
         let (text, json) = redacted_body(&secrets, body.as_bytes());
         assert_gone(&text, &secret)?;

@@ -192,8 +192,12 @@ proptest! {
         last_ended: bool,
         cuts in cuts(),
     ) {
-        // A byte-order mark opening the stream is no part of its first line.
-        prop_assume!(!lines.first().is_some_and(|l| l.starts_with('\u{feff}')));
+        // A byte-order mark opening the stream is no part of its first line:
+        // one there is moved off the start.
+        let mut lines = lines;
+        if let Some(first) = lines.first_mut().filter(|l| l.starts_with('\u{feff}')) {
+            first.insert(0, 'x');
+        }
         let mut bytes = write_lines(&lines, &endings);
         if !last_ended && !lines.is_empty() {
             while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
