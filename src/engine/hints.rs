@@ -361,20 +361,28 @@ pub fn rfc2822(value: &str) -> Option<SystemTime> {
     if parts.next().is_some() {
         return None;
     }
-    let unix = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset_minutes * 60;
+    // The year has as many digits as it likes: a time no `SystemTime` holds
+    // is no date.
+    let unix = days_from_civil(year, month, day)
+        .checked_mul(86_400)?
+        .checked_add(hour * 3600 + minute * 60 + second - offset_minutes * 60)?;
     UNIX_EPOCH.checked_add(Duration::from_secs(u64::try_from(unix).ok()?))
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm), for any `i64` year (saturated where the days do not fit).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
+    let y = if month <= 2 {
+        year.saturating_sub(1)
+    } else {
+        year
+    };
     let era = y.div_euclid(400);
-    let yoe = y - era * 400;
+    let yoe = y.rem_euclid(400);
     let mp = (month + 9) % 12;
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    era.saturating_mul(146_097).saturating_add(doe - 719_468)
 }
 
 #[cfg(test)]
@@ -604,6 +612,10 @@ mod tests {
         for bad in [
             "",
             "soon",
+            // Years whose seconds overflow an i64 (they panicked).
+            "1 Jan 300000000000 00:00 GMT",
+            "1 Jan 9223372036854775807 00:00 GMT",
+            "1 Jan -9223372036854775808 00:00 GMT",
             "32 Jun 2025 15:06:40 GMT",
             "15 Foo 2025 15:06:40",
             "15 Jun 2025 25:00:00",

@@ -6,6 +6,8 @@ pub mod classify;
 pub mod clock;
 pub mod failover;
 pub mod hints;
+#[cfg(test)]
+mod hints_props;
 pub mod policy;
 pub mod state;
 

@@ -13,11 +13,15 @@ mod ollama;
 mod openai;
 mod request;
 mod secrets;
+#[cfg(test)]
+mod secrets_props;
 pub mod streaming;
 #[cfg(test)]
 mod tests;
 mod types;
 mod wire_format;
+#[cfg(test)]
+mod wire_props;
 mod wires;
 
 pub use answer::{name_failure, parse_embed_response, parse_response};

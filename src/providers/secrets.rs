@@ -304,9 +304,18 @@ fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
         Value::Array(items) => items
             .iter_mut()
             .fold(false, |hit, v| redact_json(v, secrets) | hit),
-        Value::Object(map) => map
-            .values_mut()
-            .fold(false, |hit, v| redact_json(v, secrets) | hit),
+        Value::Object(map) => {
+            // A key can echo a secret too (a provider listing what it was
+            // sent); keys redacted alike keep one of their values.
+            let keys_hit = map.keys().any(|k| redacted(k, secrets).is_some());
+            if keys_hit {
+                for (key, v) in std::mem::take(map) {
+                    map.insert(redacted(&key, secrets).unwrap_or(key), v);
+                }
+            }
+            map.values_mut()
+                .fold(keys_hit, |hit, v| redact_json(v, secrets) | hit)
+        }
         _ => false,
     }
 }
@@ -342,6 +351,24 @@ mod tests {
         // A non-ASCII secret whose echo differs inside a character.
         let wide = vec!["ключ-секрет-длинный-é".to_string()];
         assert_eq!(redact("ключ-секрет-длинный-è", &wide), "<redacted>è");
+    }
+
+    /// Found by `secrets_props`: a key echoed as an object's key survived
+    /// re-serialisation (when a value held it too, or escaped, when none did).
+    #[test]
+    fn a_secret_in_a_json_key_is_redacted() {
+        let secrets = vec!["sk-0a00A0_A".to_string()];
+        for body in [
+            r#"{"error":{"sk-0a00A0_A":0,"message":"bad key sk-0a00A0_A"}}"#,
+            r#"{"error":{"\u0073k-0a00A0_A":0}}"#,
+        ] {
+            let (text, json) = redacted_body(&secrets, body.as_bytes());
+            // The text as JSON, its escapes read: no key or value holds it.
+            let shown: Value = serde_json::from_str(&text).unwrap();
+            assert!(!shown.to_string().contains("sk-0a00A0_A"), "{text}");
+            let json = json.unwrap().to_string();
+            assert!(!json.contains("sk-0a00A0_A"), "{json}");
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! whole answer. No pyo3, no reqwest.
 
 pub mod decode;
+#[cfg(test)]
+mod framing_props;
 
 use std::collections::BTreeMap;
 

@@ -322,31 +322,46 @@ fn parsedate_tz(text: &str) -> Option<SystemTime> {
     if offset == Some(0) && tz.starts_with('-') {
         offset = None;
     }
-    let offset_secs = offset.map_or(0, |o| {
-        let (sign, o) = if o < 0 { (-1, -o) } else { (1, o) };
-        sign * ((o / 100) * 3600 + (o % 100) * 60)
-    });
+    // Python's integers never overflow; these may (`+99999999999999999`, a
+    // year of twelve digits): a time no `SystemTime` holds is no date.
+    let offset_secs = match offset {
+        None => 0,
+        Some(o) => {
+            let abs = o.checked_abs()?;
+            let secs = (abs / 100)
+                .checked_mul(3600)?
+                .checked_add((abs % 100) * 60)?;
+            o.signum() * secs
+        }
+    };
     // mktime_tz: the fields as UTC, minus the offset (an unknown zone: UTC).
     let days = days_from_civil(year, month, day)?;
-    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_secs;
+    let secs = days
+        .checked_mul(86_400)?
+        .checked_add(hour.checked_mul(3_600)?)?
+        .checked_add(minute.checked_mul(60)?)?
+        .checked_add(second)?
+        .checked_sub(offset_secs)?;
     let secs = u64::try_from(secs).ok()?;
     UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
 /// algorithm); a day past the month's end rolls over, as `calendar.timegm`
-/// does.
+/// does. `None` when they do not fit an `i64`.
 fn days_from_civil(year: i64, month: u32, day: i64) -> Option<i64> {
     let (y, m) = if month <= 2 {
-        (year - 1, i64::from(month) + 9)
+        (year.checked_sub(1)?, i64::from(month) + 9)
     } else {
         (year, i64::from(month) - 3)
     };
     let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Some(era * 146_097 + doe - 719_468)
+    let yoe = y.rem_euclid(400);
+    let doy = ((153 * m + 2) / 5).checked_add(day)?.checked_sub(1)?;
+    let doe = (yoe * 365 + yoe / 4 - yoe / 100).checked_add(doy)?;
+    era.checked_mul(146_097)?
+        .checked_add(doe)?
+        .checked_sub(719_468)
 }
 
 #[cfg(test)]
@@ -488,5 +503,30 @@ mod tests {
         for s in ["", "soon", "16 Foo 2025 12:00:00 GMT", "16 Jun 2025"] {
             assert_eq!(at(s), None, "{s}");
         }
+    }
+
+    /// Found by `hints_props::every_preset_decides_on_any_hint`: fields
+    /// whose seconds overflow an `i64` panicked (debug) or wrapped into
+    /// another time (release); Python's integers hold them, no `SystemTime`
+    /// does, so they are no date.
+    #[test]
+    fn dates_too_far_for_a_time_are_no_date() {
+        for s in [
+            "0 Jan 300000000000 0:0",
+            "1 Jan 9223372036854775807 00:00:00 GMT",
+            "1 Jan -9223372036854775807 00:00:00 GMT",
+            "9223372036854775807 Jan 2025 00:00:00 GMT",
+            "1 Jan 2025 9223372036854775807:00:00 GMT",
+            "1 Jan 2025 00:9223372036854775807:00 GMT",
+            "1 Jan 2025 00:00:00 +9223372036854775807",
+            "1 Jan 2025 00:00:00 -9223372036854775808",
+        ] {
+            assert_eq!(parsedate_tz(s), None, "{s}");
+        }
+        // Large but representable fields still roll over as timegm does.
+        assert_eq!(
+            parsedate_tz("1 Jan 2025 48:00:00 GMT").map(unix),
+            Some(1_735_689_600 + 2 * 86_400)
+        );
     }
 }
