@@ -14,7 +14,7 @@ all: test
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6" "trustme>=1.1"
+	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6" "trustme>=1.1" "hypothesis>=6.100"
 	# openai-python, pinned to the release RetryPolicy.openai() reproduces: the
 	# preset's tests run it side by side (they skip where it is absent).
 	$(PY) -m pip install -q "openai==3.57.0"
