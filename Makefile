@@ -7,7 +7,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test test-rust test-python develop release lint fmt bench clean
+.PHONY: all demo test test-rust test-python develop release lint fmt bench soak clean
 
 all: test
 
@@ -55,6 +55,12 @@ fmt:
 bench: release
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) bench/run.py
+
+# Load and soak against a local fault server (bench/soak.py): 10 minutes of soak after the
+# bursts by default; `make soak SOAK_MINUTES=1` for a quick run.
+SOAK_MINUTES ?= 10
+soak: release
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf target $(VENV) python/failover/*.so

@@ -1165,13 +1165,11 @@ def test_call_prompt(faces: dict[str, Face], face_name: str, prompt: Any) -> Non
             for m in prompt
         ):
             contents = [m["content"] for m in prompt]
-            if any(has_surrogate(c) for c in contents):
-                valid = False
-            elif all(is_blank(c) for c in contents):
-                valid = False  # nothing to answer
-            else:
+            if any(has_surrogate(c) for c in contents) or all(is_blank(c) for c in contents):
+                valid = False  # cannot travel, or nothing to answer
+            elif any(is_blank(c) for c in contents):
                 valid = None  # blank messages among others: the conversation's own rules
-            if all(not is_blank(c) and not has_surrogate(c) for c in contents):
+            else:
                 valid = True
         else:
             valid = None  # other message shapes: tests/test_conversation.py
