@@ -1,7 +1,7 @@
 """Load and soak: failover against a server that fails 30 % of requests at random.
 
     make soak                              # release build, 10 minutes of soak
-    make soak SOAK_MINUTES=1               # a quick run (about 2.5 minutes in all)
+    make soak SOAK_MINUTES=1               # a quick run (about 1.5 minutes in all)
     .venv/bin/python bench/soak.py --minutes 1 --calls 2000   # smaller still
 
 Phases, on one client each (a chain of two providers, "a" and "b", on the fault server):
