@@ -7,14 +7,14 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test test-rust test-python fuzz develop release lint fmt bench clean
+.PHONY: all demo test test-rust test-python fuzz develop release lint fmt bench soak clean
 
 all: test
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6" "trustme>=1.1"
+	$(PY) -m pip install -q "maturin>=1.16,<2" "pytest>=8" "pyyaml>=6" "trustme>=1.1" "hypothesis>=6.100"
 	# openai-python, pinned to the release RetryPolicy.openai() reproduces: the
 	# preset's tests run it side by side (they skip where it is absent).
 	$(PY) -m pip install -q "openai==3.57.0"
@@ -63,6 +63,12 @@ fmt:
 bench: release
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) bench/run.py
+
+# Load and soak against a local fault server (bench/soak.py): 10 minutes of soak after the
+# bursts by default; `make soak SOAK_MINUTES=1` for a quick run.
+SOAK_MINUTES ?= 10
+soak: release
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf target $(VENV) python/failover/*.so
