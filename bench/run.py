@@ -1513,7 +1513,13 @@ def section_throughput(cfg: Config, server: FloorServer) -> tuple[str, list[str]
         "httpx": "httpx (AsyncClient, raw)",
     }
     everything = [(labels[n], r) for n, r in results.items()]
-    everything += [(f"{n} (Rust, {concurrency} tasks)", r) for n, r in floor_results.items()]
+    floor_labels = {
+        FLOOR_CT: "floor, current-thread runtime",
+        FLOOR_MT: "floor, multi-thread runtime",
+    }
+    everything += [
+        (f"{floor_labels[n]} (Rust, {concurrency} tasks)", r) for n, r in floor_results.items()
+    ]
     for label, r in everything:
         if not r.ok:
             rows.append([label, "n/a", "", "", f"n/a ({r.error or 'no samples'})"])
@@ -2047,7 +2053,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         try:
             cpu, cpu_goals = section_cpu(cfg, floor)
-            print(cpu + "\n", flush=True)
+            print(cpu, flush=True)
             print(
                 f"\n## Async throughput: {cfg.tput_calls:,} calls at {cfg.concurrency} in flight, "
                 "OpenAI wire (floor server in its own process)\n",
