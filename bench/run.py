@@ -1,13 +1,15 @@
-"""Side-by-side benchmark: failover against openai, anthropic, httpx and litellm.
+"""Side-by-side benchmark: failover against openai, anthropic, httpx, litellm and the floor.
 
-Everything runs in this one process, against `failover.testing.MockServer` on 127.0.0.1 (never
-the internet), and prints Markdown tables. See bench/README.md for what each row means.
+The chat tables talk to bench/floor's server, a Rust process of its own on 127.0.0.1, and put
+each client's CPU per call beside the floor's plain reqwest loop; the embeddings, streaming,
+retry and state tables use `failover.testing.MockServer` in this process. Never the internet.
+Prints Markdown tables; see bench/README.md for what each row means.
 
-    python bench/run.py              # default run, 5 to 7 minutes on 2 cores
-    python bench/run.py --quick      # about 2.5 minutes
+    python bench/run.py              # default run, about 5 minutes on 2 cores
+    python bench/run.py --quick      # about 1.5 minutes
     python bench/run.py --n 5000     # timed chat calls per client and case
-    python bench/run.py --embed-n 60 # timed embeddings calls per client and case
-    python bench/run.py --stream-n 20 # timed 10,000-chunk streams per client and case
+    python bench/run.py --tput-calls 8000 --concurrency 100  # the throughput table
+    python bench/run.py --floor target/release/failover-bench-floor
 """
 
 from __future__ import annotations
