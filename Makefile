@@ -51,6 +51,7 @@ lint: $(VENV)/.installed
 	$(PY) -m pip install -q "ruff>=0.6" "mypy>=1.10"
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy -p failover-bench-floor --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 	$(VENV)/bin/mypy
@@ -60,9 +61,13 @@ fmt:
 	cargo fmt
 	$(VENV)/bin/ruff format python tests bench
 
+# The floor (bench/floor: the loopback server and the plain reqwest client), the optimised
+# extension and the peers, then one run. `make bench BENCH_ARGS=--quick` for a short one.
+BENCH_ARGS ?=
 bench: release
+	cargo build --release -p failover-bench-floor
 	$(PY) -m pip install -q -r bench/requirements.txt
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Load and soak against a local fault server (bench/soak.py): 10 minutes of soak after the
 # bursts by default; `make soak SOAK_MINUTES=1` for a quick run.
