@@ -195,7 +195,14 @@ CHAINS = {
     "one": (("p1", "faulted"),),
     "two": (("p1", "faulted"), ("p2", "ok")),
     "three_cooling": (("p1", "cooling"), ("p2", "faulted"), ("p3", "ok")),
+    "three_cooling_middle": (("p1", "faulted"), ("p2", "cooling"), ("p3", "ok")),
 }
+# §3.8's cooldowns: a short default (5 s) after a retryable failure with no usable hint; 300 s
+# for auth, not-found and insufficient credits; a hinted one kept up to an hour.
+DEFAULT_COOLDOWN = 5.0
+LONG_COOLDOWN = 300.0
+MAX_HINTED_COOLDOWN = 3600.0
+SETUP_COOLDOWN = 3600.0  # the hour the cooling provider's earlier 503 asked for
 
 
 def faulted_script_length(chain: str) -> tuple[int, bool]:
@@ -217,6 +224,10 @@ class Outcome:
     attempts: list[tuple[str, bool]] = field(default_factory=list)  # (provider, skipped)
     failovers: list[tuple[str, str]] = field(default_factory=list)
     timed_out_attempts: int = 0  # attempts that wait out a real timeout
+    # The faulted provider's cooldown after the call (None: not cooling), when DESIGN says.
+    cooldown: Optional[float] = None
+    cooldown_known: bool = False
+    cooldown_rule: Optional[str] = None  # which of §3.8's rules set it (findings name them)
 
 
 def backoff(n: int) -> tuple[float, float]:
@@ -261,11 +272,14 @@ def predict(case: Case) -> Outcome:
             if attempt == faulted_count:  # its recovery (scripted only when `recovers`)
                 assert recovers
                 out.provider = name
+                # A success ends a cooldown.
+                out.cooldown, out.cooldown_known, out.cooldown_rule = None, True, None
                 return out
             if case.fault is not None:
                 kinds = transport_kinds(case.fault, case.call)
                 if kinds == "ok":
                     out.provider = name
+                    out.cooldown_known = True
                     return out
                 if kinds == "interrupted":
                     # §3.6: after the first content chunk, StreamInterrupted; never retried.
@@ -295,18 +309,51 @@ def predict(case: Case) -> Outcome:
                 out.retry_after = wait
                 out.retry_after_known = True
 
+            limit = MAX_RETRIES_LAST if is_last else MAX_RETRIES
+            cap = MAX_RETRY_AFTER_LAST if is_last else MAX_RETRY_AFTER
+
+            def cool(
+                kind: str = any_kind,
+                wait: Optional[float] = wait,
+                retried: bool = retried,
+                cap: float = cap,
+            ) -> None:
+                """§3.8, for the provider as the call leaves it (fails over or raises); a
+                retry's response overrides it."""
+                out.cooldown, out.cooldown_known, out.cooldown_rule = None, False, None
+                if not retried:
+                    if wait is not None:
+                        return  # DESIGN does not say whether a hint or the kind decides
+                    if kind in ("auth", "not_found", "insufficient_credits"):
+                        out.cooldown = LONG_COOLDOWN
+                    out.cooldown_known = True
+                    return
+                out.cooldown_known = True
+                if wait is None:
+                    out.cooldown, out.cooldown_rule = DEFAULT_COOLDOWN, "no_hint"
+                elif wait > cap:  # asked for a wait it did not get: until the hinted time
+                    out.cooldown = min(wait, MAX_HINTED_COOLDOWN)
+                    out.cooldown_rule = "hint_not_taken"
+                else:  # retries ran out on hints it accepted: until the last one (now for 0)
+                    out.cooldown = wait if wait > 0 else None
+                    out.cooldown_rule = "hints_ran_out" if wait > 0 else "hints_ran_out_at_zero"
+
             if any_kind in STOP_ON or (not fails_over and is_last):
                 fail()
+                if any_kind in STOP_ON:
+                    # A bad request cools nothing (with a hint DESIGN does not say).
+                    out.cooldown, out.cooldown_known = None, wait is None
+                else:
+                    cool()
                 return out
+            cool()
             if not retried:
                 if is_last:
                     fail()
                     return out
                 left_behind = name
                 break
-            limit = MAX_RETRIES_LAST if is_last else MAX_RETRIES
             if wait is not None:
-                cap = MAX_RETRY_AFTER_LAST if is_last else MAX_RETRY_AFTER
                 # (The matrix's deadline, 100 s, holds every wait under the caps.)
                 if wait <= cap and retries < limit:
                     out.sleeps.append((wait, wait))
