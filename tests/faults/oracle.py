@@ -79,6 +79,8 @@ HINTS = (
     "huge",
     "retry_after_ms",
     "provider_reset",
+    # Beyond issue 17's list: §3.2's first rule, with a wait hint beside it.
+    "should_retry_false",
 )
 DATE_PAST_OFFSET = -60.0
 DATE_FUTURE_OFFSET = 30.0  # over the 10 s cap, under the last provider's 60 s
@@ -89,6 +91,7 @@ PROVIDER_RESET_OFFSET = 2.0
 class Hint:
     relative: Optional[float] = None
     absolute_offset: Optional[float] = None  # seconds after the clock's start
+    no_retry: bool = False  # `x-should-retry: false`
 
     def wait(self, elapsed: float) -> Optional[float]:
         """The wait this hint asks for when the virtual clock is ``elapsed`` past its start."""
@@ -104,6 +107,10 @@ def read_hint(hint: str, wire: str) -> Hint:
     negative or malformed values are no hint; over 1e9 (or unrepresentable) counts as 1e9."""
     if hint in ("none", "negative", "abc"):
         return Hint()
+    if hint == "should_retry_false":
+        # No retry on this provider; its `retry-after: 1` still sets .retry_after and the
+        # cooldown (§3.8).
+        return Hint(relative=1.0, no_retry=True)
     if hint == "exp_overflow":
         # `retry-after: 1e400`: §3.2 reads "non-negative decimal seconds, fractions allowed";
         # exponent notation is not decimal seconds, so this is "otherwise malformed": no hint.
@@ -174,6 +181,7 @@ class Case:
     status: Optional[int] = None  # an HTTP error status, or None for a transport fault
     hint: str = "none"
     fault: Optional[str] = None
+    deadline: Optional[float] = None  # virtual seconds; None: the matrix's roomy default
 
     @property
     def wire(self) -> str:
@@ -184,7 +192,8 @@ class Case:
     @property
     def id(self) -> str:
         what = f"{self.status}-{self.hint}" if self.fault is None else self.fault
-        return f"{self.face}-{self.call}-{self.chain}-{what}"
+        bound = "" if self.deadline is None else f"-deadline{self.deadline:g}"
+        return f"{self.face}-{self.call}-{self.chain}-{what}{bound}"
 
 
 # The chains: provider names in order, and each one's role. The faulted provider's script
@@ -230,6 +239,13 @@ class Outcome:
     cooldown_rule: Optional[str] = None  # which of §3.8's rules set it (findings name them)
 
 
+ROOMY_DEADLINE = 100.0  # holds every wait under the caps
+
+
+def retried_kind(kinds: frozenset[str]) -> bool:
+    return all(KINDS[k][1] for k in kinds)
+
+
 def backoff(n: int) -> tuple[float, float]:
     """§3.3: min(initial * multiplier**n, max) * (1 - jitter * U[0,1))."""
     base = min(BACKOFF_INITIAL * BACKOFF_MULTIPLIER**n, BACKOFF_MAX)
@@ -244,6 +260,7 @@ def predict(case: Case) -> Outcome:
     elapsed = 0.0  # virtual clock, from the call's start (sleeps only)
     left_behind: Optional[str] = None
     faulted_count, recovers = faulted_script_length(case.chain)
+    deadline = ROOMY_DEADLINE if case.deadline is None else case.deadline
 
     def arrive(name: str) -> None:
         nonlocal left_behind
@@ -275,6 +292,7 @@ def predict(case: Case) -> Outcome:
                 # A success ends a cooldown.
                 out.cooldown, out.cooldown_known, out.cooldown_rule = None, True, None
                 return out
+            no_retry = False
             if case.fault is not None:
                 kinds = transport_kinds(case.fault, case.call)
                 if kinds == "ok":
@@ -295,7 +313,10 @@ def predict(case: Case) -> Outcome:
                 wait = None
             else:
                 kinds = frozenset({classify_status(case.status or 0, case.wire)})
-                wait = read_hint(case.hint, case.wire).wait(elapsed)
+                hint = read_hint(case.hint, case.wire)
+                wait = hint.wait(elapsed)
+                if hint.no_retry and retried_kind(kinds):
+                    no_retry = True
             any_kind = next(iter(kinds))
             _, retried, fails_over = KINDS[any_kind]
             assert all(KINDS[k][1:] == (retried, fails_over) for k in kinds)
@@ -309,14 +330,19 @@ def predict(case: Case) -> Outcome:
                 out.retry_after = wait
                 out.retry_after_known = True
 
-            limit = MAX_RETRIES_LAST if is_last else MAX_RETRIES
+            limit = 0 if no_retry else MAX_RETRIES_LAST if is_last else MAX_RETRIES
             cap = MAX_RETRY_AFTER_LAST if is_last else MAX_RETRY_AFTER
+            # §3.3: a wait is slept only if it ends before the deadline. (Attempts take real
+            # time too, a few ms here: the matrix keeps its waits clear of the boundary.)
+            fits = wait is not None and elapsed + wait < deadline
 
             def cool(
                 kind: str = any_kind,
                 wait: Optional[float] = wait,
                 retried: bool = retried,
                 cap: float = cap,
+                fits: bool = fits,
+                no_retry: bool = no_retry,
             ) -> None:
                 """§3.8, for the provider as the call leaves it (fails over or raises); a
                 retry's response overrides it."""
@@ -331,9 +357,12 @@ def predict(case: Case) -> Outcome:
                 out.cooldown_known = True
                 if wait is None:
                     out.cooldown, out.cooldown_rule = DEFAULT_COOLDOWN, "no_hint"
-                elif wait > cap:  # asked for a wait it did not get: until the hinted time
+                elif wait > cap or not fits:  # a wait it did not get: until the hinted time
                     out.cooldown = min(wait, MAX_HINTED_COOLDOWN)
                     out.cooldown_rule = "hint_not_taken"
+                elif no_retry:  # its hint still sets the cooldown
+                    out.cooldown = wait if wait > 0 else None
+                    out.cooldown_rule = "should_retry_false"
                 else:  # retries ran out on hints it accepted: until the last one (now for 0)
                     out.cooldown = wait if wait > 0 else None
                     out.cooldown_rule = "hints_ran_out" if wait > 0 else "hints_ran_out_at_zero"
@@ -354,20 +383,23 @@ def predict(case: Case) -> Outcome:
                 left_behind = name
                 break
             if wait is not None:
-                # (The matrix's deadline, 100 s, holds every wait under the caps.)
-                if wait <= cap and retries < limit:
+                if wait <= cap and fits and retries < limit:
                     out.sleeps.append((wait, wait))
                     elapsed += wait
                     retries += 1
                     continue
             elif is_last:
-                if retries < limit:
+                if retries < limit and elapsed + backoff(retries)[1] < deadline:
                     low, high = backoff(retries)
                     out.sleeps.append((low, high))
                     elapsed += high  # no absolute hint is read after a backoff in the matrix
                     retries += 1
                     continue
-            elif any_kind in ("server_error", "connection") and retries < min(1, MAX_RETRIES):
+            elif (
+                any_kind in ("server_error", "connection")
+                and retries < min(1, MAX_RETRIES)
+                and elapsed + backoff(retries)[1] < deadline
+            ):
                 low, high = backoff(retries)
                 out.sleeps.append((low, high))
                 elapsed += high

@@ -114,6 +114,8 @@ def hint_headers(hint: str, wire: str, clock_start: float) -> dict[str, str]:
         return {"retry-after": http_date(oracle.DATE_PAST_OFFSET)}
     if hint == "date_future":
         return {"retry-after": http_date(oracle.DATE_FUTURE_OFFSET)}
+    if hint == "should_retry_false":
+        return {"x-should-retry": "false", "retry-after": "1"}
     if hint == "retry_after_ms":
         return {"retry-after-ms": "1500"}
     if hint == "provider_reset":

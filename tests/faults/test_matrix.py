@@ -6,8 +6,10 @@ from the engine.
 Dimensions:
 - status (429, 503, 529, 500, 502, 504, 400, 401, 402, 404, 408, 409, 413) x hint (none, `0`,
   `1`, `1.5`, `-1`, `abc`, an HTTP-date past and future, `1e400`, `99999999999999999999`,
-  `retry-after-ms`, provider resets) x chain: every combination, with the face and call kind
-  rotating so each status and each hint meets all six face x call pairs;
+  `retry-after-ms`, provider resets, and `x-should-retry: false` beside `retry-after: 1`) x
+  chain: every combination, with the face and call kind rotating so each status and each hint
+  meets all six face x call pairs; and each status with the hints that fit a tight deadline
+  (2.5 s) once, never, or twice on a lone provider;
 - transport faults (reset before headers, reset mid-body, hang, slow body, truncated, non-JSON,
   invalid UTF-8; for streams also a cut before and after content, keep-alives only) x face x
   call x chain: every combination that applies;
@@ -55,9 +57,10 @@ FACE_CALLS = [(f, c) for c in CALLS for f in FACES]
 
 TIMEOUT = 5.0  # per attempt, for cases where nothing should come near it
 SHORT_TIMEOUT = 0.4  # for hangs, slow bodies and keep-alives, which take real time
-DEADLINE = 100.0  # virtual seconds: holds every wait under the caps
+DEADLINE = oracle.ROOMY_DEADLINE  # virtual seconds: holds every wait under the caps
 KEEPALIVE_DEADLINE = 1.0
 MARGIN = 4.0  # wall-clock slack over what a case must take (two shared cores)
+TIGHT_HINTS = ("none", "one", "one_and_a_half", "retry_after_ms", "date_future", "provider_reset")
 REAL_TIME_FAULTS = frozenset({"hang", "slow_body", "keepalives_only"})
 
 
@@ -68,6 +71,11 @@ def build_cases() -> list[oracle.Case]:
             for c, chain in enumerate(CHAINS):
                 face, call = FACE_CALLS[(3 * h + c + s) % len(FACE_CALLS)]
                 cases.append(oracle.Case(face, call, chain, status=status, hint=hint))
+    # A tight deadline on a lone provider: waits that fit it once but not twice, or never.
+    for s, status in enumerate(STATUSES):
+        for h, hint in enumerate(TIGHT_HINTS):
+            face, call = FACE_CALLS[(h + s) % len(FACE_CALLS)]
+            cases.append(oracle.Case(face, call, "one", status=status, hint=hint, deadline=2.5))
     for fault in oracle.TRANSPORT_FAULTS:
         for face in FACES:
             for call in CALLS:
@@ -241,7 +249,9 @@ def test_fault_matrix(
                 cool(case, client, name, servers[name])
             events.clear()
             sleeper.clear()
-            deadline = KEEPALIVE_DEADLINE if case.fault == "keepalives_only" else DEADLINE
+            deadline = case.deadline or DEADLINE
+            if case.fault == "keepalives_only":
+                deadline = KEEPALIVE_DEADLINE
             started = time.monotonic()
             run = invoke(case, client, deadline=deadline)
             took = time.monotonic() - started
