@@ -148,9 +148,18 @@ TRANSPORT_FAULTS = (
     "stream_cut_before_content",
     "stream_cut_after_content",
     "keepalives_only",
+    # Beyond issue 17's list: Anthropic's in-stream error event, before and after content.
+    "in_stream_overloaded_before_content",
+    "in_stream_overloaded_after_content",
 )
 STREAM_ONLY_FAULTS = frozenset(
-    {"stream_cut_before_content", "stream_cut_after_content", "keepalives_only"}
+    {
+        "stream_cut_before_content",
+        "stream_cut_after_content",
+        "keepalives_only",
+        "in_stream_overloaded_before_content",
+        "in_stream_overloaded_after_content",
+    }
 )
 MALFORMED = frozenset({"server_error", "connection"})
 
@@ -164,8 +173,10 @@ def transport_kinds(fault: str, call: str) -> Union[frozenset[str], str]:
         return "ok"  # the idle timeout is never hit; a long answer that keeps arriving is fine
     if fault == "stream_cut_before_content":
         return frozenset({"connection"})  # §3.6: ended before any end marker
-    if fault == "stream_cut_after_content":
+    if fault in ("stream_cut_after_content", "in_stream_overloaded_after_content"):
         return "interrupted"
+    if fault == "in_stream_overloaded_before_content":
+        return frozenset({"overloaded"})  # §3.1: in-stream `overloaded_error`
     if fault == "keepalives_only":
         return "deadline"  # keep-alives reset the idle timeout; only the deadline ends it
     if fault == "reset_mid_body" and call == "stream":
@@ -412,3 +423,12 @@ def predict(case: Case) -> Outcome:
             left_behind = name
             break
     raise AssertionError(f"the chain of {case.id} ended without an outcome")
+
+
+MAX_COOLDOWN = 30.0  # §3.8: the default cap of the unhinted cooldown
+
+
+def unhinted_cooldowns(rounds: int) -> list[float]:
+    """§3.8: a provider that keeps failing with no usable hint cools 5 s, doubling each time
+    it fails again (its probe after the cooldown failing), capped at 30 s."""
+    return [min(DEFAULT_COOLDOWN * 2**n, MAX_COOLDOWN) for n in range(rounds)]

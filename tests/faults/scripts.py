@@ -182,6 +182,11 @@ def push_fault(server: MockServer, case: oracle.Case, key: str, clock_start: flo
             raise ValueError(fault)
 
 
+def overloaded_event(key: str) -> str:
+    error = {"type": "overloaded_error", "message": f"Overloaded (request with {key})"}
+    return ant("error", {"error": error})
+
+
 def push_stream_fault(server: MockServer, fault: str, key: str) -> None:
     start = [ant("message_start", MESSAGE_START), ant("content_block_start", TEXT_BLOCK)]
     if fault == "reset_mid_body":
@@ -203,6 +208,10 @@ def push_stream_fault(server: MockServer, fault: str, key: str) -> None:
         server.push(sse=[*start, ant("ping", {})])  # ends cleanly, before any end marker
     elif fault == "stream_cut_after_content":
         server.push(sse=[*start, ant_delta(PARTIAL), ant_delta("never sent")], fault="cut:3")
+    elif fault == "in_stream_overloaded_before_content":
+        server.push(sse=[*start, overloaded_event(key)])
+    elif fault == "in_stream_overloaded_after_content":
+        server.push(sse=[*start, ant_delta(PARTIAL), overloaded_event(key)])
     elif fault == "keepalives_only":
         server.push(sse=[": keep-alive"] * 100, interval=KEEPALIVE_INTERVAL)
     else:
