@@ -151,6 +151,9 @@ TRANSPORT_FAULTS = (
     # Beyond issue 17's list: Anthropic's in-stream error event, before and after content.
     "in_stream_overloaded_before_content",
     "in_stream_overloaded_after_content",
+    # A connection that goes silent, open: mid-body (before any content), and after content.
+    "stall_mid_body",
+    "stall_after_content",
 )
 STREAM_ONLY_FAULTS = frozenset(
     {
@@ -159,6 +162,7 @@ STREAM_ONLY_FAULTS = frozenset(
         "keepalives_only",
         "in_stream_overloaded_before_content",
         "in_stream_overloaded_after_content",
+        "stall_after_content",
     }
 )
 MALFORMED = frozenset({"server_error", "connection"})
@@ -173,7 +177,15 @@ def transport_kinds(fault: str, call: str) -> Union[frozenset[str], str]:
         return "ok"  # the idle timeout is never hit; a long answer that keeps arriving is fine
     if fault == "stream_cut_before_content":
         return frozenset({"connection"})  # §3.6: ended before any end marker
-    if fault in ("stream_cut_after_content", "in_stream_overloaded_after_content"):
+    if fault == "stall_mid_body":
+        # §3.6: the timeout covers each next event of a stream; a whole body that stops
+        # coming has not arrived within the attempt's timeout (§3.1's timeout) either.
+        return frozenset({"timeout"})
+    if fault in (
+        "stream_cut_after_content",
+        "in_stream_overloaded_after_content",
+        "stall_after_content",
+    ):
         return "interrupted"
     if fault == "in_stream_overloaded_before_content":
         return frozenset({"overloaded"})  # §3.1: in-stream `overloaded_error`

@@ -166,6 +166,14 @@ def push_fault(server: MockServer, case: oracle.Case, key: str, clock_start: flo
                 chunks=pieces,
                 interval=SLOW_INTERVAL,
             )
+        elif fault == "stall_mid_body":
+            half = len(body) // 2
+            server.push(
+                200,
+                headers={"content-type": "application/json"},
+                chunks=[body[:half], body[half:]],
+                fault="stall:1",
+            )
         elif fault == "truncated_body":
             server.push(
                 200, headers={"content-type": "application/json"}, body=body[: len(body) // 2]
@@ -212,6 +220,10 @@ def push_stream_fault(server: MockServer, fault: str, key: str) -> None:
         server.push(sse=[*start, overloaded_event(key)])
     elif fault == "in_stream_overloaded_after_content":
         server.push(sse=[*start, ant_delta(PARTIAL), overloaded_event(key)])
+    elif fault == "stall_mid_body":
+        server.push(sse=[*start, ant_delta(PARTIAL)], fault="stall:2")
+    elif fault == "stall_after_content":
+        server.push(sse=[*start, ant_delta(PARTIAL), ant_delta("never sent")], fault="stall:3")
     elif fault == "keepalives_only":
         server.push(sse=[": keep-alive"] * 100, interval=KEEPALIVE_INTERVAL)
     else:
