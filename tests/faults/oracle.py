@@ -243,6 +243,16 @@ def faulted_script_length(chain: str) -> tuple[int, bool]:
     return (2, True) if chain == "one" else (3, False)
 
 
+@dataclass(frozen=True)
+class AttemptDetail:
+    """What an HTTP attempt records (§2: Attempt(provider, status, kind, waited, ...))."""
+
+    status: Optional[int]
+    status_known: bool  # False where a body fault may come after a 200's headers, or not
+    kinds: Optional[frozenset[Optional[str]]]  # None: not said; {None} for a success
+    waited: tuple[float, float]  # the sleep before it, (low, high)
+
+
 @dataclass
 class Outcome:
     provider: Optional[str] = None  # who answered
@@ -254,6 +264,7 @@ class Outcome:
     sleeps: list[tuple[float, float]] = field(default_factory=list)  # (low, high) each
     requests: dict[str, int] = field(default_factory=dict)
     attempts: list[tuple[str, bool]] = field(default_factory=list)  # (provider, skipped)
+    details: list[Optional[AttemptDetail]] = field(default_factory=list)  # None for a skip
     failovers: list[tuple[str, str]] = field(default_factory=list)
     timed_out_attempts: int = 0  # attempts that wait out a real timeout
     # The faulted provider's cooldown after the call (None: not cooling), when DESIGN says.
@@ -297,20 +308,26 @@ def predict(case: Case) -> Outcome:
         if role == "cooling":
             # §3.8: later calls skip it, recorded as skipped; a skip emits no event.
             out.attempts.append((name, True))
+            out.details.append(None)
             continue
         arrive(name)
         if role == "ok":
             out.requests[name] += 1
             out.attempts.append((name, False))
+            out.details.append(AttemptDetail(200, True, frozenset({None}), (0.0, 0.0)))
             out.provider = name
             return out
         # The faulted provider.
         retries = 0
+        before = (0.0, 0.0)  # the sleep before the next attempt
         for attempt in range(faulted_count + 1):
             out.requests[name] += 1
             out.attempts.append((name, False))
+            waited, before = before, (0.0, 0.0)
+            success = AttemptDetail(200, True, frozenset({None}), waited)
             if attempt == faulted_count:  # its recovery (scripted only when `recovers`)
                 assert recovers
+                out.details.append(success)
                 out.provider = name
                 # A success ends a cooldown.
                 out.cooldown, out.cooldown_known, out.cooldown_rule = None, True, None
@@ -319,9 +336,12 @@ def predict(case: Case) -> Outcome:
             if case.fault is not None:
                 kinds = transport_kinds(case.fault, case.call)
                 if kinds == "ok":
+                    out.details.append(success)
                     out.provider = name
                     out.cooldown_known = True
                     return out
+                if kinds in ("interrupted", "deadline"):
+                    out.details.append(AttemptDetail(None, False, None, waited))
                 if kinds == "interrupted":
                     # §3.6: after the first content chunk, StreamInterrupted; never retried.
                     out.error = frozenset({"StreamInterrupted"})
@@ -331,11 +351,14 @@ def predict(case: Case) -> Outcome:
                     out.error = frozenset({"DeadlineExceeded"})
                     return out
                 assert isinstance(kinds, frozenset)
+                before_headers = case.fault in ("reset_before_headers", "hang")
+                out.details.append(AttemptDetail(None, before_headers, frozenset(kinds), waited))
                 if kinds == {"timeout"}:
                     out.timed_out_attempts += 1
                 wait = None
             else:
                 kinds = frozenset({classify_status(case.status or 0, case.wire)})
+                out.details.append(AttemptDetail(case.status, True, frozenset(kinds), waited))
                 hint = read_hint(case.hint, case.wire)
                 wait = hint.wait(elapsed)
                 if hint.no_retry and retried_kind(kinds):
@@ -408,6 +431,7 @@ def predict(case: Case) -> Outcome:
             if wait is not None:
                 if wait <= cap and fits and retries < limit:
                     out.sleeps.append((wait, wait))
+                    before = (wait, wait)
                     elapsed += wait
                     retries += 1
                     continue
@@ -415,6 +439,7 @@ def predict(case: Case) -> Outcome:
                 if retries < limit and elapsed + backoff(retries)[1] < deadline:
                     low, high = backoff(retries)
                     out.sleeps.append((low, high))
+                    before = (low, high)
                     elapsed += high  # no absolute hint is read after a backoff in the matrix
                     retries += 1
                     continue
@@ -425,6 +450,7 @@ def predict(case: Case) -> Outcome:
             ):
                 low, high = backoff(retries)
                 out.sleeps.append((low, high))
+                before = (low, high)
                 elapsed += high
                 retries += 1
                 continue

@@ -377,3 +377,12 @@ def check_outcome(
     if attempts is not None:
         got_attempts = [(a.provider, a.skipped is not None) for a in attempts]
         assert got_attempts == expected.attempts
+        for a, detail in zip(attempts, expected.details):
+            if detail is None:
+                continue
+            if detail.status_known:
+                assert a.status == detail.status, f"attempt {a!r}: status {detail.status}"
+            if detail.kinds is not None:
+                assert a.kind in detail.kinds, f"attempt {a!r}: kind in {set(detail.kinds)}"
+            low, high = detail.waited
+            assert low - 1e-6 <= a.waited <= high + 1e-6, f"attempt {a!r}: waited {low}..{high}"
