@@ -81,6 +81,9 @@ HINTS = (
     "provider_reset",
     # Beyond issue 17's list: §3.2's first rule, with a wait hint beside it.
     "should_retry_false",
+    # §3.2: "all three RFC 9110 forms" of an HTTP-date, the obsolete two.
+    "date_future_rfc850",
+    "date_future_asctime",
 )
 DATE_PAST_OFFSET = -60.0
 DATE_FUTURE_OFFSET = 30.0  # over the 10 s cap, under the last provider's 60 s
@@ -122,7 +125,7 @@ def read_hint(hint: str, wire: str) -> Hint:
         return Hint(relative=LONGEST_WAIT)
     if hint == "date_past":
         return Hint(absolute_offset=DATE_PAST_OFFSET)
-    if hint == "date_future":
+    if hint in ("date_future", "date_future_rfc850", "date_future_asctime"):
         return Hint(absolute_offset=DATE_FUTURE_OFFSET)
     if hint == "provider_reset":
         # OpenAI's `x-ratelimit-reset-requests: 2s` is relative; Anthropic's RFC 3339 reset time

@@ -114,6 +114,17 @@ def hint_headers(hint: str, wire: str, clock_start: float) -> dict[str, str]:
         return {"retry-after": http_date(oracle.DATE_PAST_OFFSET)}
     if hint == "date_future":
         return {"retry-after": http_date(oracle.DATE_FUTURE_OFFSET)}
+    future = datetime.fromtimestamp(clock_start + oracle.DATE_FUTURE_OFFSET, timezone.utc)
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    months = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+    month = months[future.month - 1]
+    if hint == "date_future_rfc850":  # Sunday, 06-Nov-94 08:49:37 GMT
+        day = days[future.weekday()]
+        stamp = f"{day}, {future.day:02d}-{month}-{future.year % 100:02d} {future:%H:%M:%S} GMT"
+        return {"retry-after": stamp}
+    if hint == "date_future_asctime":  # Sun Nov  6 08:49:37 1994
+        day = days[future.weekday()][:3]
+        return {"retry-after": f"{day} {month} {future.day:2d} {future:%H:%M:%S} {future.year}"}
     if hint == "should_retry_false":
         return {"x-should-retry": "false", "retry-after": "1"}
     if hint == "retry_after_ms":

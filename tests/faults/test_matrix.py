@@ -6,7 +6,8 @@ from the engine.
 Dimensions:
 - status (429, 503, 529, 500, 502, 504, 400, 401, 402, 404, 408, 409, 413) x hint (none, `0`,
   `1`, `1.5`, `-1`, `abc`, an HTTP-date past and future, `1e400`, `99999999999999999999`,
-  `retry-after-ms`, provider resets, and `x-should-retry: false` beside `retry-after: 1`) x
+  `retry-after-ms`, provider resets; beyond the issue's list, `x-should-retry: false` beside
+  `retry-after: 1`, and a future HTTP-date in RFC 850 and asctime forms) x
   chain: every combination, with the face and call kind rotating so each status and each hint
   meets all six face x call pairs; and each status with the hints that fit a tight deadline
   (2.5 s) once, never, or twice on a lone provider;
