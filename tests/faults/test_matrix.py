@@ -34,6 +34,7 @@ real time under short timeouts, everything else runs on the FakeSleeper's clock)
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import math
 import os
@@ -60,6 +61,7 @@ TIMEOUT = 5.0  # per attempt, for cases where nothing should come near it
 SHORT_TIMEOUT = 0.4  # for hangs, slow bodies and keep-alives, which take real time
 DEADLINE = oracle.ROOMY_DEADLINE  # virtual seconds: holds every wait under the caps
 KEEPALIVE_DEADLINE = 1.0
+HANG_WATCHDOG = 60.0  # real seconds after which a call is taken for hung
 MARGIN = 4.0  # wall-clock slack over what a case must take (two shared cores)
 TIGHT_HINTS = ("none", "one", "one_and_a_half", "retry_after_ms", "date_future", "provider_reset")
 REAL_TIME_FAULTS = frozenset(
@@ -258,7 +260,13 @@ def test_fault_matrix(
             if case.fault == "keepalives_only":
                 deadline = KEEPALIVE_DEADLINE
             started = time.monotonic()
-            run = invoke(case, client, deadline=deadline)
+            # A hung call cannot be interrupted from Python (a sync call blocks in Rust): end
+            # the run with every thread's traceback rather than let the suite hang for ever.
+            faulthandler.dump_traceback_later(HANG_WATCHDOG, exit=True)
+            try:
+                run = invoke(case, client, deadline=deadline)
+            finally:
+                faulthandler.cancel_dump_traceback_later()
             took = time.monotonic() - started
             cooldowns = client.cooldowns()
         for server in servers.values():
