@@ -12,13 +12,9 @@ from . import oracle
 BY_CASE: dict[str, str] = {}
 
 # By the oracle's cooldown rule, for a disagreement in one of §3.8's rules.
-BY_COOLDOWN_RULE = {
-    "hints_ran_out_at_zero": (
-        "F1: DESIGN §3.8 says a provider whose retries ran out on hints it accepted cools "
-        "until the last hinted time; when that hint was 0 (`retry-after: 0`, a past "
-        "HTTP-date, a past Anthropic reset) the engine instead cools it for the 5 s "
-        "no-hint default"
-    ),
+BY_COOLDOWN_RULE: dict[str, str] = {
+    # F1 (a provider whose retries ran out on a zero hint cooled for the 5 s no-hint default,
+    # where DESIGN §3.8 cools it until its last hinted time, now) is fixed: no entry left.
 }
 
 

@@ -155,7 +155,9 @@ impl RetryPolicy {
     /// when it asked for one (taken or not), up to `max_hinted_cooldown`;
     /// else by the kind of failure, the short one doubling up to
     /// `max_cooldown`. `None`: the failure says nothing about the provider
-    /// (a bad request).
+    /// (a bad request), or it asked to be called again at once (a hint of
+    /// zero, a reset time already past: DESIGN §3.8 cools a provider until
+    /// its last hinted time, which is now).
     pub fn cooldown(
         &self,
         kind: ErrorKind,
@@ -163,9 +165,13 @@ impl RetryPolicy {
         failures_in_a_row: u32,
     ) -> Option<(Duration, String)> {
         use ErrorKind::*;
-        if let Some(hint) = hint.filter(|h| !h.is_zero()) {
-            let why = format!("it asked for {}s", hint.as_secs_f64());
-            return Some(self.hinted_cooldown(hint, why));
+        match hint {
+            Some(hint) if hint.is_zero() => return None,
+            Some(hint) => {
+                let why = format!("it asked for {}s", hint.as_secs_f64());
+                return Some(self.hinted_cooldown(hint, why));
+            }
+            None => {}
         }
         match kind {
             RateLimited | Overloaded | ServerError | Timeout | Connection => {
@@ -401,6 +407,19 @@ mod testing {
 #[cfg(test)]
 mod tests {
     use super::testing::*;
+
+    #[test]
+    fn a_provider_that_asked_to_be_called_at_once_does_not_cool() {
+        // DESIGN §3.8: retries run out on hints it accepted cool it until the
+        // last hinted time; a hint of zero (or a reset already past) is now.
+        use crate::engine::ErrorKind;
+        use std::time::Duration;
+        let policy = super::RetryPolicy::default();
+        let zero = policy.cooldown(ErrorKind::RateLimited, Some(Duration::ZERO), 0);
+        assert_eq!(zero, None);
+        let unhinted = policy.cooldown(ErrorKind::RateLimited, None, 0).unwrap();
+        assert_eq!(unhinted.0, Duration::from_secs(5));
+    }
 
     #[test]
     fn backoff_formula() {
