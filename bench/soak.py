@@ -39,7 +39,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 import failover
 
@@ -67,7 +67,7 @@ def open_fds() -> list[str]:
     return sorted(names)
 
 
-def released_rss() -> Optional[int]:
+def released_rss() -> int | None:
     """RSS after glibc returns its free memory to the system (None off glibc): what of the
     peak is still in use, as opposed to kept by the allocator for reuse."""
     try:

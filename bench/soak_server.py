@@ -28,7 +28,6 @@ import signal
 import socket
 import struct
 import sys
-from typing import Optional
 
 FAULTS = (
     # (what, weight among failures)
@@ -81,7 +80,7 @@ class Server:
         # Buffered: a line per request; flushed on /__flush and at exit.
         self.log = open(log_path, "w", buffering=1 << 20)
         self.logged = 0
-        self.stopping: Optional[asyncio.Event] = None
+        self.stopping: asyncio.Event | None = None
 
     def record(self, call: str, provider: str, retry_count: str, what: str) -> None:
         self.log.write(f"{call}\t{provider}\t{retry_count}\t{what}\n")

@@ -12,7 +12,7 @@ use super::clock::CallClock;
 use super::errors::{configuration_error, internal_error};
 use super::events::EventTarget;
 use super::failures::call_error;
-use super::runtime::{blocking, Interrupt, Pools};
+use super::runtime::{blocking, Finish, Interrupt, Pools};
 use super::seam::{attempts_list, EmbeddingsData, KeySource, ResponseData};
 use crate::call::{self, KeyAsk, NoKey, RecentKeys};
 use crate::engine::{self, ErrorKind, Failure};
@@ -53,39 +53,45 @@ pub(super) struct Face {
 }
 
 /// One call, with a panic anywhere inside it turned into a
-/// `FailoverError` instead of crossing into Python as a PanicException.
-pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+/// `FailoverError` instead of crossing into Python as a PanicException. It
+/// ends with how to make its answer or exception ([`Finish`]), made by
+/// whoever holds the GIL next: the sync face at once, the async face in the
+/// hold that hands it to the event loop.
+pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> Finish {
     use futures_util::FutureExt;
     match std::panic::AssertUnwindSafe(run_inner(inner, call))
         .catch_unwind()
         .await
     {
-        Ok(result) => result,
+        Ok(finish) => finish,
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(internal_error(what))
+            Box::new(move |_| Err(internal_error(what)))
         }
     }
 }
 
-/// One prompt or embeddings call: the engine, then its answer or error as
-/// Python objects.
-async fn run_inner(inner: Arc<Inner>, call: Call) -> PyResult<Py<PyAny>> {
+/// One prompt or embeddings call: the engine, then how to make its answer
+/// or error as Python objects.
+async fn run_inner(inner: Arc<Inner>, call: Call) -> Finish {
     let Call { mut core, face } = call;
     let keys = face.keys(&inner);
     let outcome = match core.run(&keys, &face.events, None).await {
         Ok(outcome) => outcome,
-        Err(error) => return Err(face.ended(error, &core.call_id)),
+        Err(error) => {
+            let error = face.ended(error, &core.call_id);
+            return Box::new(move |_| Err(error));
+        }
     };
-    let success = match outcome {
-        Ok(success) => success,
-        Err(failure) => return Err(Python::attach(|py| face.raise(py, &failure, &mut core))),
-    };
-    Python::attach(|py| {
+    Box::new(move |py| {
+        let success = match outcome {
+            Ok(success) => success,
+            Err(failure) => return Err(face.raise(py, &failure, &mut core)),
+        };
         let configs = core.plan.configs();
         let attempts = attempts_list(py, &success.attempts, &configs)?;
         let provider = &configs[success.provider].name;

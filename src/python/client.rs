@@ -63,7 +63,7 @@ impl NativeClient {
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
         let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
         let call = self.call(py, args, None, false, driver.transport())?;
-        driver.run(py, run_call(Arc::clone(&self.inner), call))?
+        driver.run(py, run_call(Arc::clone(&self.inner), call))?(py)
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
@@ -117,7 +117,7 @@ impl NativeClient {
     fn embed(&self, py: Python<'_>, args: EmbedArgs<'_>) -> PyResult<Py<PyAny>> {
         let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
         let call = self.embed_call(py, args, None, driver.transport())?;
-        driver.run(py, run_call(Arc::clone(&self.inner), call))?
+        driver.run(py, run_call(Arc::clone(&self.inner), call))?(py)
     }
 
     fn embed_async<'py>(
@@ -173,12 +173,7 @@ impl NativeClient {
         locals: pyo3_async_runtimes::TaskLocals,
         call: Call,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let inner = Arc::clone(&self.inner);
-        let in_flight = runtime::AsyncCallGuard::new();
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
-            let _in_flight = in_flight;
-            run_call(inner, call).await
-        })
+        runtime::awaitable(py, locals, run_call(Arc::clone(&self.inner), call))
     }
 
     fn check_chain(&self, chain: &[usize]) -> PyResult<()> {

@@ -133,6 +133,7 @@ fn check_header(name: &str, value: &str) -> Option<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     runtime::watch_forks();
+    runtime::configure_shared_runtime();
     m.add_function(wrap_pyfunction!(retry_after, m)?)?;
     m.add_function(wrap_pyfunction!(is_credential_header, m)?)?;
     m.add_function(wrap_pyfunction!(tool_name_problem, m)?)?;

@@ -320,11 +320,11 @@ impl NativeStream {
         }
         // Counted like an async call's future, so that an exit right after
         // the last read waits for its hand-over (see `runtime::quiesce`).
-        let in_flight = runtime::AsyncCallGuard::new();
         let driver = Arc::clone(&self.driver);
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
-            let _in_flight = in_flight;
-            read(driver).await
+        runtime::awaitable(py, locals, async move {
+            let read = read(driver).await;
+            Box::new(move |py: Python<'_>| pyo3::IntoPyObjectExt::into_py_any(read?, py))
+                as runtime::Finish
         })
     }
 

@@ -4,8 +4,6 @@ into failures once fixed, to be unmarked)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from . import oracle
 
 # By case id, for a disagreement particular to some cases.
@@ -18,7 +16,7 @@ BY_COOLDOWN_RULE: dict[str, str] = {
 }
 
 
-def finding(case: oracle.Case, expected: oracle.Outcome) -> Optional[str]:
+def finding(case: oracle.Case, expected: oracle.Outcome) -> str | None:
     if case.id in BY_CASE:
         return BY_CASE[case.id]
     if expected.cooldown_rule is not None:

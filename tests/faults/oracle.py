@@ -11,7 +11,6 @@ backoff), the HTTP requests each provider receives, the attempts recorded and th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
 
 # §3.3: RetryPolicy(max_retries=1, max_retries_last=2, max_retry_after=10.0,
 # max_retry_after_last=60.0, backoff=Backoff(initial=0.5, multiplier=2.0, max=8.0, jitter=0.25))
@@ -92,11 +91,11 @@ PROVIDER_RESET_OFFSET = 2.0
 
 @dataclass(frozen=True)
 class Hint:
-    relative: Optional[float] = None
-    absolute_offset: Optional[float] = None  # seconds after the clock's start
+    relative: float | None = None
+    absolute_offset: float | None = None  # seconds after the clock's start
     no_retry: bool = False  # `x-should-retry: false`
 
-    def wait(self, elapsed: float) -> Optional[float]:
+    def wait(self, elapsed: float) -> float | None:
         """The wait this hint asks for when the virtual clock is ``elapsed`` past its start."""
         if self.relative is not None:
             return min(self.relative, LONGEST_WAIT)
@@ -171,7 +170,7 @@ STREAM_ONLY_FAULTS = frozenset(
 MALFORMED = frozenset({"server_error", "connection"})
 
 
-def transport_kinds(fault: str, call: str) -> Union[frozenset[str], str]:
+def transport_kinds(fault: str, call: str) -> frozenset[str] | str:
     if fault == "reset_before_headers":
         return frozenset({"connection"})
     if fault == "hang":
@@ -204,10 +203,10 @@ class Case:
     face: str  # "sync" | "async"
     call: str  # "chat" | "stream" | "embed"
     chain: str  # "one" | "two" | "three_cooling"
-    status: Optional[int] = None  # an HTTP error status, or None for a transport fault
+    status: int | None = None  # an HTTP error status, or None for a transport fault
     hint: str = "none"
-    fault: Optional[str] = None
-    deadline: Optional[float] = None  # virtual seconds; None: the matrix's roomy default
+    fault: str | None = None
+    deadline: float | None = None  # virtual seconds; None: the matrix's roomy default
 
     @property
     def wire(self) -> str:
@@ -250,30 +249,30 @@ def faulted_script_length(chain: str) -> tuple[int, bool]:
 class AttemptDetail:
     """What an HTTP attempt records (§2: Attempt(provider, status, kind, waited, ...))."""
 
-    status: Optional[int]
+    status: int | None
     status_known: bool  # False where a body fault may come after a 200's headers, or not
-    kinds: Optional[frozenset[Optional[str]]]  # None: not said; {None} for a success
+    kinds: frozenset[str | None] | None  # None: not said; {None} for a success
     waited: tuple[float, float]  # the sleep before it, (low, high)
 
 
 @dataclass
 class Outcome:
-    provider: Optional[str] = None  # who answered
-    error: Optional[frozenset[str]] = None  # the exception's class names allowed
-    error_provider: Optional[str] = None
-    error_kinds: Optional[frozenset[str]] = None
-    retry_after: Optional[float] = None  # of the raised ProviderError
+    provider: str | None = None  # who answered
+    error: frozenset[str] | None = None  # the exception's class names allowed
+    error_provider: str | None = None
+    error_kinds: frozenset[str] | None = None
+    retry_after: float | None = None  # of the raised ProviderError
     retry_after_known: bool = False  # False where the error carries no hint to check
     sleeps: list[tuple[float, float]] = field(default_factory=list)  # (low, high) each
     requests: dict[str, int] = field(default_factory=dict)
     attempts: list[tuple[str, bool]] = field(default_factory=list)  # (provider, skipped)
-    details: list[Optional[AttemptDetail]] = field(default_factory=list)  # None for a skip
+    details: list[AttemptDetail | None] = field(default_factory=list)  # None for a skip
     failovers: list[tuple[str, str]] = field(default_factory=list)
     timed_out_attempts: int = 0  # attempts that wait out a real timeout
     # The faulted provider's cooldown after the call (None: not cooling), when DESIGN says.
-    cooldown: Optional[float] = None
+    cooldown: float | None = None
     cooldown_known: bool = False
-    cooldown_rule: Optional[str] = None  # which of §3.8's rules set it (findings name them)
+    cooldown_rule: str | None = None  # which of §3.8's rules set it (findings name them)
 
 
 ROOMY_DEADLINE = 100.0  # holds every wait under the caps
@@ -295,7 +294,7 @@ def predict(case: Case) -> Outcome:
     names = [name for name, _ in chain]
     out.requests = {name: 0 for name in names}
     elapsed = 0.0  # virtual clock, from the call's start (sleeps only)
-    left_behind: Optional[str] = None
+    left_behind: str | None = None
     faulted_count, recovers = faulted_script_length(case.chain)
     deadline = ROOMY_DEADLINE if case.deadline is None else case.deadline
 
@@ -371,7 +370,7 @@ def predict(case: Case) -> Outcome:
             assert all(KINDS[k][1:] == (retried, fails_over) for k in kinds)
 
             def fail(
-                kinds: frozenset[str] = kinds, wait: Optional[float] = wait, name: str = name
+                kinds: frozenset[str] = kinds, wait: float | None = wait, name: str = name
             ) -> None:
                 out.error = frozenset(KINDS[k][0] for k in kinds)
                 out.error_kinds = kinds
@@ -387,7 +386,7 @@ def predict(case: Case) -> Outcome:
 
             def cool(
                 kind: str = any_kind,
-                wait: Optional[float] = wait,
+                wait: float | None = wait,
                 retried: bool = retried,
                 cap: float = cap,
                 fits: bool = fits,

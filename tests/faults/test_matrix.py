@@ -41,7 +41,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -130,7 +130,7 @@ def warm_runtime() -> None:
 class Run:
     result: Any = None
     chunks: list[Any] = field(default_factory=list)
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
     leftover_tasks: int = 0
 
 
@@ -180,7 +180,7 @@ def provider_for(wire: str, server: MockServer, key: str, call: str) -> failover
     return failover.OpenAICompatible(model="gpt-4.1-mini", base_url=server.url, api_key=key)
 
 
-def texts_of(value: Any, seen: Optional[set[int]] = None) -> list[str]:
+def texts_of(value: Any, seen: set[int] | None = None) -> list[str]:
     """Every text a caller can see on an object: its repr, its str, and those of its public
     attributes (attempts, errors, causes), recursively."""
     seen = set() if seen is None else seen
