@@ -157,11 +157,23 @@ fn closed() -> PyErr {
 
 /// A thread's own runtime and its pools, one per client it has called.
 struct LocalDriver {
-    /// Dropped before the runtime, which then closes their connections.
     pools: Vec<(Weak<Pools>, ReqwestTransport)>,
-    runtime: Runtime,
+    /// `None` only while it is dropped.
+    runtime: Option<Runtime>,
     /// [`FORKS`] when it was made.
     forks: u64,
+}
+
+impl Drop for LocalDriver {
+    /// When its thread ends: the pools first, then the runtime, without
+    /// waiting for its blocking threads (a name lookup stuck in
+    /// `getaddrinfo` must not hold up the thread's end, or the process's).
+    fn drop(&mut self) {
+        self.pools.clear();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl LocalDriver {
@@ -172,9 +184,13 @@ impl LocalDriver {
             .map_err(|e| failover_error(format!("cannot start a runtime: {e}")))?;
         Ok(Self {
             pools: Vec::new(),
-            runtime,
+            runtime: Some(runtime),
             forks: FORKS.load(Ordering::Relaxed),
         })
+    }
+
+    fn runtime(&self) -> &Runtime {
+        self.runtime.as_ref().expect("taken only by drop")
     }
 
     /// Drops the pools of clients closed or gone, and lets their
@@ -184,7 +200,7 @@ impl LocalDriver {
         self.pools
             .retain(|(pools, _)| pools.upgrade().is_some_and(|p| !p.is_closed()));
         if self.pools.len() != before {
-            self.runtime.block_on(async {
+            self.runtime().block_on(async {
                 for _ in 0..4 {
                     tokio::task::yield_now().await;
                 }
@@ -198,7 +214,7 @@ impl LocalDriver {
             return Ok(transport.clone());
         }
         self.prune();
-        let _context = self.runtime.enter();
+        let _context = self.runtime().enter();
         let transport = ReqwestTransport::new(&pools.options).map_err(failover_error)?;
         self.pools.push((weak, transport.clone()));
         Ok(transport)
@@ -274,14 +290,16 @@ impl SyncDriver {
                 loop {
                     let slice = LOCAL.with(|local| {
                         let local = local.borrow();
-                        let driver = local.as_ref().expect("made by for_call");
-                        py.detach(|| {
-                            driver.runtime.block_on(async {
+                        let driver = local.as_ref().ok_or_else(|| {
+                            failover_error("internal error: this thread's runtime is gone")
+                        })?;
+                        PyResult::Ok(py.detach(|| {
+                            driver.runtime().block_on(async {
                                 tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
                             })
-                        })
+                        }))
                     });
-                    match slice {
+                    match slice? {
                         Ok(value) => return Ok(value),
                         Err(_) => py.check_signals()?,
                     }
