@@ -1270,6 +1270,17 @@ def test_regression_surrogate_in_tool_name() -> None:
         failover.Tool("t" + LONE)
 
 
+def test_regression_surrogate_in_verify_path(tmp_path: Any) -> None:
+    # Found after the fixes above (not by the property: a rare draw): a UnicodeEncodeError.
+    # A file name os.fsdecode() could not decode is such a str, even of a file that exists.
+    undecodable = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"ca\xff.pem"))
+    with open(undecodable, "w") as f:
+        f.write("not read: refused before")
+    for path in ["/tmp/ca" + LONE + ".pem", undecodable]:
+        with pytest.raises(ConfigurationError, match="verify must be valid Unicode"):
+            failover.Client({"a": make_provider("OpenAI")}, verify=path).close()
+
+
 @pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini", "ollama"])
 def test_regression_response_format_text(wire: str) -> None:
     """``{"type": "text"}`` (OpenAI's name for the default) is accepted and asks for

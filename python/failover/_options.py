@@ -245,7 +245,9 @@ def verify(verify: object) -> bool | str:
     if isinstance(verify, (str, os.PathLike)):
         path = os.fspath(verify)
         if isinstance(path, str) and path:
-            return path
+            # A file name os.fsdecode() could not decode holds surrogates: the
+            # engine's paths are UTF-8, so it is refused here, named.
+            return utf8_text("verify", path)
     raise ConfigurationError(
         f"verify must be True, False or the path of a PEM CA bundle, got {verify!r}"
     )
