@@ -1210,6 +1210,15 @@ def test_regression_surrogate_in_api_key(option: str) -> None:
         failover.Client({"a": provider}).close()
 
 
+def test_surrogate_in_an_api_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A variable holding bytes that are not UTF-8 reads back with surrogate escapes: refused
+    # by the key's own check, naming the variable and never echoing the key.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-12345\udcff")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY is not valid Unicode") as caught:
+        failover.Client({"a": failover.OpenAI(model="m")}).close()
+    assert "sk-test" not in str(caught.value)
+
+
 @pytest.mark.parametrize("where", ["provider", "pool", "member"])
 def test_regression_surrogate_in_provider_name(where: str) -> None:
     # Was a TypeError from Client(); now refused where the name is given (a Pool's own).
