@@ -7,9 +7,9 @@ Each property draws from two pools: values the docs say are valid, and
 "anything" (wrong types, NaN, infinities, negatives, huge ints, bools where
 numbers go, empty and blank text, control characters, lone surrogates). An
 oracle written from the documentation, not from the code, says which a value
-is. Inputs a property broke are named regression tests at the end; the ones
-that still fail are strict xfails (the library bug is in the report), and the
-property skips exactly that input class until they pass.
+is. Inputs a property broke are named regression tests at the end (a strict
+xfail while the library bug is open, with the property skipping exactly that
+input class; a plain test, and no skip, once it is fixed).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -28,7 +28,7 @@ import failover
 from failover import ConfigurationError
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, clear_proxy_variables, oa, oa_text
+from conftest import KEY, anthropic, clear_proxy_variables, gemini, oa, oa_text, ollama, openai
 
 #: Quick: the whole file runs in about 15 s. FAILOVER_PROPERTY_EXAMPLES=1000 searches harder.
 QUICK = settings(
@@ -190,7 +190,7 @@ def outcome(build: Callable[[], object]) -> bool:
     return True
 
 
-def check(valid: Optional[bool], build: Callable[[], object], value: object) -> None:
+def check(valid: bool | None, build: Callable[[], object], value: object) -> None:
     assume(valid is not None)
     accepted = outcome(build)
     if valid:
@@ -249,10 +249,6 @@ def is_gemini_model(model: str) -> bool:
 @QUICK
 @given(model=either(st.from_regex(r"\A[a-z][a-z0-9.-]{0,20}\Z")))
 def test_provider_model(cls_name: str, model: Any) -> None:
-    if has_surrogate(model):
-        return  # test_regression_surrogate_in_provider_model
-    if isinstance(model, str) and model and not model.strip():
-        return  # test_regression_blank_provider_model
     valid = is_name(model) and (cls_name != "Gemini" or is_gemini_model(model))
     check(valid, lambda: make_provider(cls_name, model=model), model)
 
@@ -277,7 +273,7 @@ C0_AND_SPACE = "".join(map(chr, range(33)))
 def test_provider_base_url(cls_name: str, base_url: Any) -> None:
     if base_url is None:
         return  # the class's default (checked by the tests of each provider)
-    valid: Optional[bool]
+    valid: bool | None
     if isinstance(base_url, str) and base_url.lower().startswith(("http://", "https://")):
         lowered = base_url.lower()
         # Built from `urls`: valid; an api_key goes over http only to loopback.
@@ -319,8 +315,6 @@ any_headers = st.one_of(
 @QUICK
 @given(headers=any_headers)
 def test_provider_headers(cls_name: str, headers: Any) -> None:
-    if has_surrogate(headers):
-        return  # test_regression_surrogate_in_headers
     valid = headers is None or is_headers(headers)
     check(valid, lambda: make_provider(cls_name, headers=headers), headers)
 
@@ -329,16 +323,14 @@ def test_provider_headers(cls_name: str, headers: Any) -> None:
 @QUICK
 @given(api_key=either(st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1)))
 def test_provider_api_key(cls_name: str, api_key: Any) -> None:
-    if has_surrogate(api_key):
-        return  # test_regression_surrogate_in_api_key
     if api_key is None or api_key is print:
         return  # from the environment (per class) / a builtin whose signature hides
     if callable(api_key):
-        valid: Optional[bool] = None
+        valid: bool | None = None
     else:
         # A str with no control characters and something left once stripped.
         valid = (
-            isinstance(api_key, str)
+            is_text(api_key)
             and bool(api_key.strip())
             and not any(ord(c) < 32 or ord(c) == 127 for c in api_key.strip())
         )
@@ -401,8 +393,6 @@ def test_provider_params(cls_name: str, params: Any) -> None:
 @QUICK
 @given(embedding_model=either(st.from_regex(r"\A[a-z][a-z0-9.-]{0,20}\Z")))
 def test_provider_embedding_model(cls_name: str, embedding_model: Any) -> None:
-    if has_surrogate(embedding_model):
-        return  # test_regression_surrogate_in_provider_model
     can_embed = cls_name not in ("Anthropic", "Groq", "DeepSeek", "XAI")
     valid = embedding_model is None or (
         can_embed
@@ -415,9 +405,7 @@ def test_provider_embedding_model(cls_name: str, embedding_model: Any) -> None:
 @QUICK
 @given(api_key_env=either(st.from_regex(r"\A[A-Z][A-Z0-9_]{0,15}\Z")))
 def test_openai_compatible_api_key_env(api_key_env: Any) -> None:
-    if has_surrogate(api_key_env):
-        return  # test_regression_surrogate_in_api_key
-    valid = api_key_env is None or (isinstance(api_key_env, str) and bool(api_key_env))
+    valid = api_key_env is None or (is_text(api_key_env) and bool(api_key_env))
     check(
         valid,
         lambda: failover.OpenAICompatible(model="m", base_url=LOOPBACK, api_key_env=api_key_env),
@@ -462,7 +450,7 @@ def test_azure(deployment: Any, endpoint: Any, api_version: Any) -> None:
     valid_version = api_version is None or (
         isinstance(api_version, str) and api_version in _made_versions(api_version)
     )
-    valid_endpoint: Optional[bool] = endpoint in (
+    valid_endpoint: bool | None = endpoint in (
         "https://r.openai.azure.com",
         "https://r.example/",
     )
@@ -498,8 +486,6 @@ def _made_versions(version: str) -> set[str]:
     members=st.sampled_from(["list", "dict", "empty", "bad-member", "bad-name"]),
 )
 def test_pool(name: Any, strategy: Any, members: str) -> None:
-    if has_surrogate(name):
-        return  # test_regression_surrogate_in_provider_name
     member = make_provider("OpenAICompatible")
     given_members: Any = {
         "list": [member, member],
@@ -509,7 +495,7 @@ def test_pool(name: Any, strategy: Any, members: str) -> None:
         "bad-name": {"x/1": member},
     }[members]
     valid = (
-        isinstance(name, str)
+        is_text(name)
         and bool(name)
         and not any(c in name for c in "/:|")
         and strategy in ("round_robin", "least_busy")
@@ -525,8 +511,6 @@ def test_pool(name: Any, strategy: Any, members: str) -> None:
     parameters=either(st.dictionaries(st.text(max_size=5), json_values, max_size=3)),
 )
 def test_tool(name: Any, description: Any, parameters: Any) -> None:
-    if has_surrogate(name):
-        return  # test_regression_surrogate_in_tool_name
     valid = (
         is_tool_name(name)
         and (description is None or isinstance(description, str))
@@ -549,13 +533,13 @@ redis_urls = st.sampled_from(
     timeout=either(st.floats(0.001, 10.0)),
 )
 def test_redis_state(url: Any, prefix: Any, timeout: Any) -> None:
-    if has_surrogate(url):
-        return  # test_regression_surrogate_in_redis_url
-    valid_url: Optional[bool] = url in ("redis://localhost", "redis://127.0.0.1:6379/0")
+    valid_url: bool | None = url in ("redis://localhost", "redis://127.0.0.1:6379/0")
     if url in ("rediss://h.example:6380", "unix:///r.sock"):
         valid_url = True
     elif isinstance(url, str) and ("redis" in url.lower() or "unix" in url.lower()):
         valid_url = None  # text that might name Redis: not judged here
+    if has_surrogate(url):
+        valid_url = False  # no URL can carry it
     valid = (
         None
         if valid_url is None
@@ -759,14 +743,14 @@ proxies = st.sampled_from(["http://127.0.0.1:3128", "https://proxy.example:8443"
     verify=either(st.booleans()),
 )
 def test_client_transport(proxy: Any, http2: Any, max_idle: Any, verify: Any) -> None:
-    valid_proxy: Optional[bool] = proxy is None or proxy in (
+    valid_proxy: bool | None = proxy is None or proxy in (
         "http://127.0.0.1:3128",
         "https://proxy.example:8443",
         "http://p",
     )
     if not valid_proxy and isinstance(proxy, str) and "http" in proxy.lower():
         valid_proxy = None  # text that might be a URL: not judged here
-    valid_verify: Optional[bool] = isinstance(verify, bool)
+    valid_verify: bool | None = isinstance(verify, bool)
     if isinstance(verify, str) and verify:
         # A path: valid only if it holds a PEM CA bundle; a random str names no file here.
         valid_verify = False if not os.path.exists(verify) else None
@@ -808,15 +792,13 @@ def test_client_verify_takes_a_pem_bundle(tmp_path: Any) -> None:
     state=st.one_of(st.just(failover.RedisState("redis://127.0.0.1:1")), anything),
 )
 def test_client_providers_and_state(providers: Any, state: Any) -> None:
-    if has_surrogate(providers):
-        return  # test_regression_surrogate_in_provider_name
     provider = make_provider("OpenAICompatible")
     # The drawn mapping's values are replaced by a provider: its keys are the names tested.
     given_providers = {k: provider for k in providers} if isinstance(providers, dict) else providers
     valid = (
         isinstance(providers, dict)
         and bool(providers)
-        and all(isinstance(k, str) and k and not any(c in k for c in "/:|") for k in providers)
+        and all(is_text(k) and k and not any(c in k for c in "/:|") for k in providers)
         and (state is None or isinstance(state, failover.RedisState))
     )
     check(valid, lambda: failover.Client(given_providers, state=state), (providers, state))
@@ -927,7 +909,7 @@ def faces() -> Iterator[dict[str, Face]]:
 
 
 def check_call(
-    face: Face, valid: Optional[bool], value: object, options: dict[str, Any], first: Any = "Hi"
+    face: Face, valid: bool | None, value: object, options: dict[str, Any], first: Any = "Hi"
 ) -> None:
     assume(valid is not None)
     face.script()
@@ -1018,8 +1000,6 @@ def test_call_provider_and_model(
 def test_call_headers_and_idempotency_key(
     faces: dict[str, Face], face_name: str, headers: Any, key: Any
 ) -> None:
-    if has_surrogate(headers) or has_surrogate(key):
-        return  # test_regression_surrogate_in_headers, ..._in_idempotency_key
     valid = (headers is None or is_headers(headers)) and (
         key is None or (is_header_value(key) and bool(key.strip()))
     )
@@ -1052,8 +1032,8 @@ def is_stop(v: object) -> bool:
     if v is None:
         return True
     if isinstance(v, str):
-        return bool(v)
-    return isinstance(v, (list, tuple)) and all(isinstance(s, str) and s for s in v)
+        return is_text(v) and bool(v)
+    return isinstance(v, (list, tuple)) and all(is_text(s) and s for s in v)
 
 
 @pytest.mark.parametrize("face_name", CHAT_FACES)
@@ -1069,8 +1049,6 @@ def is_stop(v: object) -> bool:
 def test_call_system_and_stop(
     faces: dict[str, Face], face_name: str, system: Any, stop: Any
 ) -> None:
-    if has_surrogate(stop):
-        return  # test_regression_surrogate_in_stop
     valid = (system is None or is_text(system)) and is_stop(stop)
     options = {"system": system, "stop": stop}
     check_call(faces[face_name], valid, options, options)
@@ -1089,6 +1067,7 @@ CHOICES = [
     {"type": "tool", "name": "t"},
 ]
 FORMATS = [
+    {"type": "text"},  # the default, plain text (OpenAI's own value): nothing is sent
     {"type": "json_object"},
     {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
 ]
@@ -1109,13 +1088,7 @@ FORMATS = [
 def test_call_tools_choice_and_format(
     faces: dict[str, Face], face_name: str, tools: Any, choice: Any, response_format: Any
 ) -> None:
-    if has_surrogate(choice):
-        return  # test_regression_surrogate_in_tool_choice
-    if isinstance(choice, dict) and not all(isinstance(k, str) for k in choice):
-        return  # test_regression_tool_choice_with_a_key_that_is_no_str
-    if isinstance(response_format, dict) and response_format == {"type": "text"}:
-        return  # accepted though undocumented: see the report
-    valid_tools: Optional[bool]
+    valid_tools: bool | None
     if tools is None or (
         isinstance(tools, (list, tuple)) and all(isinstance(t, failover.Tool) for t in tools)
     ):
@@ -1154,7 +1127,7 @@ messages = st.lists(
 @QUICK
 @given(prompt=either(st.one_of(st.text(min_size=1, max_size=10), messages)))
 def test_call_prompt(faces: dict[str, Face], face_name: str, prompt: Any) -> None:
-    valid: Optional[bool]
+    valid: bool | None
     if isinstance(prompt, str):
         valid = is_text(prompt) and not is_blank(prompt)
     elif isinstance(prompt, (list, tuple)):
@@ -1192,14 +1165,12 @@ def test_call_prompt(faces: dict[str, Face], face_name: str, prompt: Any) -> Non
 def test_call_embed_texts_and_dimensions(
     faces: dict[str, Face], face_name: str, texts: Any, dimensions: Any
 ) -> None:
-    if has_surrogate(texts):
-        return  # test_regression_surrogate_in_embed_texts
     if isinstance(texts, str):
-        valid_texts = not is_blank(texts) and bool(texts.strip())
+        valid_texts = is_text(texts) and not is_blank(texts) and bool(texts.strip())
         if not is_blank(texts) and not texts.strip():
             return  # \x1c-\x1f only: Python and Rust disagree on "blank"; not judged
     elif isinstance(texts, (list, tuple)):
-        valid_texts = bool(texts) and all(isinstance(t, str) and t.strip() for t in texts)
+        valid_texts = bool(texts) and all(is_text(t) and t.strip() for t in texts)
         if all(isinstance(t, str) for t in texts) and any(
             not is_blank(t) and not t.strip() for t in texts
         ):
@@ -1212,32 +1183,25 @@ def test_call_embed_texts_and_dimensions(
 
 
 # --------------------------------------------------------------------------- regressions
-# Inputs the properties broke. A strict xfail is a library bug still open (the report names
-# it): it fails loudly once fixed, and then the property's skip for it goes too.
+# Inputs the properties broke, each kept as a named test. Were one a library bug still open,
+# it would be a strict xfail (failing loudly once fixed) and its property would skip exactly
+# that input class; all of these are fixed, so the properties draw them again.
 
 LONE = "\ud800"  # a lone surrogate: a Python str can hold it, no wire can carry it
-OPEN_BUG = (TypeError, UnicodeEncodeError)
 
 
-def open_bug(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=OPEN_BUG, reason=reason)
-
-
-@open_bug("a lone surrogate in a model passes Provider(); Client() raises TypeError")
 @pytest.mark.parametrize("option", ["model", "embedding_model"])
 def test_regression_surrogate_in_provider_model(option: str) -> None:
     with pytest.raises(ConfigurationError):
         provider = make_provider("OpenAICompatible", **{option: "gpt" + LONE})
-        failover.Client({"a": provider}).close()  # where it breaks today
+        failover.Client({"a": provider}).close()  # was a TypeError here
 
 
-@pytest.mark.xfail(strict=True, reason="Provider(model='  ') is accepted; model= refuses blanks")
 def test_regression_blank_provider_model() -> None:
     with pytest.raises(ConfigurationError):
         make_provider("OpenAI", model="   ")
 
 
-@open_bug("a lone surrogate in api_key/api_key_env: UnicodeEncodeError when the client is built")
 @pytest.mark.parametrize("option", ["api_key", "api_key_env"])
 def test_regression_surrogate_in_api_key(option: str) -> None:
     value = "sk-test-12345" + LONE if option == "api_key" else "KEY" + LONE
@@ -1246,21 +1210,29 @@ def test_regression_surrogate_in_api_key(option: str) -> None:
         failover.Client({"a": provider}).close()
 
 
-@open_bug("a lone surrogate in a provider, pool or member name: TypeError from Client()")
+def test_surrogate_in_an_api_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A variable holding bytes that are not UTF-8 reads back with surrogate escapes: refused
+    # by the key's own check, naming the variable and never echoing the key.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-12345\udcff")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY is not valid Unicode") as caught:
+        failover.Client({"a": failover.OpenAI(model="m")}).close()
+    assert "sk-test" not in str(caught.value)
+
+
 @pytest.mark.parametrize("where", ["provider", "pool", "member"])
 def test_regression_surrogate_in_provider_name(where: str) -> None:
+    # Was a TypeError from Client(); now refused where the name is given (a Pool's own).
     provider = make_provider("OpenAICompatible")
     name = "p" + LONE
-    providers: dict[str, Any] = {
-        "provider": {name: provider},
-        "pool": {name: failover.Pool(name, [provider])} if where == "pool" else {},
-        "member": {"p": failover.Pool("p", {name: provider})} if where == "member" else {},
-    }[where]
-    with pytest.raises(ConfigurationError):
-        failover.Client(providers).close()
+    build: dict[str, Callable[[], object]] = {
+        "provider": lambda: failover.Client({name: provider}).close(),
+        "pool": lambda: failover.Pool(name, [provider]),
+        "member": lambda: failover.Pool("p", {name: provider}),
+    }
+    with pytest.raises(ConfigurationError, match="lone surrogate"):
+        build[where]()
 
 
-@open_bug("a lone surrogate in a header name or value: UnicodeEncodeError, not refused")
 @pytest.mark.parametrize("where", ["provider-name", "provider-value", "call-name", "call-value"])
 def test_regression_surrogate_in_headers(faces: dict[str, Face], where: str) -> None:
     headers = {"x-h" + LONE: "v"} if where.endswith("name") else {"x-h": "v" + LONE}
@@ -1271,59 +1243,88 @@ def test_regression_surrogate_in_headers(faces: dict[str, Face], where: str) -> 
             faces["prompt"].call("Hi", {"headers": headers})
 
 
-@open_bug("a lone surrogate in idempotency_key: UnicodeEncodeError, not refused")
 def test_regression_surrogate_in_idempotency_key(faces: dict[str, Face]) -> None:
     with pytest.raises(ConfigurationError):
         faces["prompt"].call("Hi", {"idempotency_key": "key-" + LONE})
 
 
-@open_bug("a lone surrogate in stop=: TypeError 'failed to extract field CallArgs.stop'")
 def test_regression_surrogate_in_stop(faces: dict[str, Face]) -> None:
     with pytest.raises(ConfigurationError):
         faces["prompt"].call("Hi", {"stop": ["end" + LONE]})
 
 
-@open_bug("a lone surrogate in tool_choice=: TypeError 'failed to extract field'")
 def test_regression_surrogate_in_tool_choice(faces: dict[str, Face]) -> None:
     with pytest.raises(ConfigurationError):
         faces["prompt"].call("Hi", {"tools": [TOOL], "tool_choice": "t" + LONE})
 
 
-@open_bug("tool_choice={'type': 'auto', 1: 2}: TypeError from joining the extra keys")
 def test_regression_tool_choice_with_a_key_that_is_no_str(faces: dict[str, Face]) -> None:
     with pytest.raises(ConfigurationError):
         faces["prompt"].call("Hi", {"tools": [TOOL], "tool_choice": {"type": "auto", 1: 2}})
 
 
-@open_bug("a lone surrogate in embed()'s texts: TypeError 'failed to extract field'")
 @pytest.mark.parametrize("texts", ["a" + LONE, ["ok", "a" + LONE]])
 def test_regression_surrogate_in_embed_texts(faces: dict[str, Face], texts: Any) -> None:
     with pytest.raises(ConfigurationError):
         faces["embed"].call(texts, {})
 
 
-@open_bug("a lone surrogate in RedisState's url: UnicodeEncodeError")
 def test_regression_surrogate_in_redis_url() -> None:
     with pytest.raises(ConfigurationError):
         failover.RedisState("redis://h" + LONE + "st:6379")
 
 
-@open_bug("a lone surrogate in Tool's name: UnicodeEncodeError")
 def test_regression_surrogate_in_tool_name() -> None:
     with pytest.raises(ConfigurationError):
         failover.Tool("t" + LONE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="response_format={'type': 'text'} is sent, though documented are json_object and "
-    "json_schema only (and the refusal's message names only those)",
+def test_regression_surrogate_in_verify_path(tmp_path: Any) -> None:
+    # Found after the fixes above (not by the property: a rare draw): a UnicodeEncodeError.
+    # A file name os.fsdecode() could not decode is such a str, even of a file that exists.
+    undecodable = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"ca\xff.pem"))
+    with open(undecodable, "w") as f:
+        f.write("not read: refused before")
+    for path in ["/tmp/ca" + LONE + ".pem", undecodable]:
+        with pytest.raises(ConfigurationError, match="verify must be valid Unicode"):
+            failover.Client({"a": make_provider("OpenAI")}, verify=path).close()
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini", "ollama"])
+def test_regression_response_format_text(wire: str) -> None:
+    """``{"type": "text"}`` (OpenAI's name for the default) is accepted and asks for
+    nothing: each wire's request is the one sent without ``response_format``."""
+    make = {"openai": openai, "anthropic": anthropic, "gemini": gemini, "ollama": ollama}[wire]
+    with MockServer() as server:
+        client = failover.Client({"a": make(server)}, retry=NO_RETRY, sleeper=FakeSleeper())
+        try:
+            bodies = []
+            for options in ({}, {"response_format": {"type": "text"}}):
+                server.push_text("ok", wire)
+                assert client.prompt("Hi", **options).text == "ok"
+                bodies.append(server.requests[-1].json)
+        finally:
+            client.close()
+    assert bodies[1] == bodies[0]
+    assert "response_format" not in bodies[1] and "format" not in bodies[1]
+    assert "responseMimeType" not in str(bodies[1])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda huge: failover.RetryPolicy(max_cooldown=huge),
+        lambda huge: failover.Backoff(max=huge),
+        lambda huge: failover.Client({"a": make_provider("OpenAI")}, timeout=huge),
+        lambda huge: failover.RedisState("redis://localhost", timeout=huge),
+    ],
+    ids=["RetryPolicy.max_cooldown", "Backoff.max", "Client.timeout", "RedisState.timeout"],
 )
-def test_regression_response_format_text(faces: dict[str, Face]) -> None:
-    face = faces["prompt"]
-    face.script()
-    with pytest.raises(ConfigurationError):
-        face.call("Hi", {"response_format": {"type": "text"}})
+def test_regression_int_too_big_for_a_float_as_seconds(build: Callable[[int], object]) -> None:
+    # 10**400 has no float: float() of it raises OverflowError. Refused as any too-long
+    # time is, by the comparison with MAX_SECONDS, never converted.
+    with pytest.raises(ConfigurationError, match="finite number of seconds"):
+        build(10**400)
 
 
 def test_lone_surrogates_refused_where_the_options_check_them(faces: dict[str, Face]) -> None:

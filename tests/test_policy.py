@@ -68,6 +68,24 @@ def test_an_unbounded_preset_shows_infinity():
     assert pickle.loads(pickle.dumps(failover.Backoff(max=3))) == failover.Backoff(max=3)
 
 
+@pytest.mark.parametrize("hint", ["1000000010", "1e20", "99999999999999999999"])
+def test_regression_ruby_llm_unbounded_clamps_a_huge_hint_to_max_seconds(mock_server, hint):
+    """ruby_llm() (unbounded) slept a Retry-After of 1000000010 s in full, past MAX_SECONDS,
+    yet gave up on 1e20 ("the wait cannot be slept"). Every wait is bounded by MAX_SECONDS:
+    both count as exactly 1e9 s and are slept as it (the deadline decides, as for any wait)."""
+    mock_server.push(429, headers={"retry-after": hint}, json={"error": {"message": "slow"}})
+    mock_server.push_text("ok")
+    sleeper = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server)}, sleeper=sleeper, retry=failover.RetryPolicy.ruby_llm()
+    )
+    try:
+        assert client.prompt("Hi").text == "ok"
+    finally:
+        client.close()
+    assert sleeper.sleeps == [1e9]
+
+
 def test_a_policy_built_from_ruby_llms_attributes_backs_off_as_ruby_llm(mock_server):
     """faraday-retry adds U * 0.05 s to each wait; ruby_llm()'s backoff said jitter=0.5, which
     takes up to half off instead, so a policy built from its attributes slept less. Found by the

@@ -52,11 +52,37 @@ def number(name: str, value: object, *, low: float, high: float) -> float:
     return float(value)
 
 
+def is_utf8(value: str) -> bool:
+    """Whether UTF-8 can carry ``value``: a Python str may hold a lone
+    surrogate ("\\ud800"), which no wire (and no Rust ``String``) can."""
+    if value.isascii():  # O(1) on CPython: the common case costs nothing
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def utf8_text(what: str, value: str) -> str:
+    """``value``, a str, refused when UTF-8 cannot carry it: checked before
+    it crosses into the engine, where it would be a TypeError or a
+    UnicodeEncodeError naming no option."""
+    if not is_utf8(value):
+        # The value is not echoed: it may be a credential (a header, a key).
+        at = next(i for i, c in enumerate(value) if "\ud800" <= c <= "\udfff")
+        raise ConfigurationError(
+            f"{what} must be valid Unicode: a lone surrogate (at index {at}) cannot be sent"
+        )
+    return value
+
+
 def header_text(what: str, value: object) -> str:
-    """Text that can travel in an HTTP header: no CR, LF or NUL."""
+    """Text that can travel in an HTTP header: no CR, LF or NUL, nothing
+    UTF-8 cannot carry."""
     if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
         raise ConfigurationError(f"{what} must be a str without line breaks or NUL")
-    return value
+    return utf8_text(what, value)
 
 
 #: code.co_flags bits of ``async def`` functions and async generators.

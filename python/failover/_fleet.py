@@ -4,7 +4,7 @@ on one Redis (``Client(state=RedisState(url))``), from any process or machine.""
 from __future__ import annotations
 
 from . import _native
-from ._checks import seconds
+from ._checks import is_utf8, seconds
 from ._exceptions import ConfigurationError
 
 _SCHEMES = ("redis", "rediss", "unix", "redis+unix")
@@ -31,6 +31,8 @@ def _url_problem(url: object) -> str | None:
     """Why ``url`` is no Redis URL the client can use, or None."""
     if not isinstance(url, str):
         return f"a str, got {type(url).__name__}"
+    if not is_utf8(url):
+        return "it is not valid Unicode (a lone surrogate cannot be sent)"
     if any(ord(c) < 33 or ord(c) == 127 for c in url):
         return "it holds spaces or control characters"
     scheme, sep, rest = url.partition("://")

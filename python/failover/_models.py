@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import _native
 from ._attempt import Attempt, _attempts
+from ._checks import utf8_text
 from ._exceptions import ConfigurationError
 from ._record import Record
 from ._usage import Usage
@@ -32,6 +33,7 @@ class Tool(Record):
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a Tool needs a name (a non-empty str), got {name!r}")
+        utf8_text("a Tool's name", name)
         problem = _native.tool_name_problem(name)
         if problem is not None:
             raise ConfigurationError(problem)

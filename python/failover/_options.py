@@ -6,7 +6,7 @@ share with the other public constructors."""
 from __future__ import annotations
 
 from . import _native
-from ._checks import accepts, count, is_async_callable, number
+from ._checks import accepts, count, is_async_callable, number, utf8_text
 from ._exceptions import ConfigurationError
 from ._models import Tool
 from ._providers import _checked_headers, _display_url, _url_problem
@@ -125,8 +125,9 @@ def request_options(
         return
     if response_format is not None and not isinstance(response_format, Mapping):
         raise ConfigurationError(
-            'response_format must be {"type": "json_object"} or '
-            f'{{"type": "json_schema", "json_schema": {{...}}}}, got {response_format!r}'
+            'response_format must be {"type": "json_object"}, '
+            '{"type": "json_schema", "json_schema": {...}} or {"type": "text"} (the default: '
+            f"plain text), got {response_format!r}"
         )
     args.response_format = dict(response_format) if response_format is not None else None
     if isinstance(stop, str):
@@ -135,7 +136,9 @@ def request_options(
         not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop)
     ):
         raise ConfigurationError(f"stop must be a str or a list of non-empty str, got {stop!r}")
-    args.stop = list(stop) if stop is not None else None
+    args.stop = None
+    if stop is not None:
+        args.stop = [utf8_text(f"stop[{i}]", s) for i, s in enumerate(stop)]
     args.top_p = None if top_p is None else number("top_p", top_p, low=0.0, high=1.0)
     if seed is not None:
         seed = count("seed", seed, minimum=-(2**63), maximum=2**63 - 1)
@@ -148,9 +151,16 @@ def tool_choice(choice: object) -> str | None:
     """``tool_choice`` as a word or a tool's name: also OpenAI's
     ``{"type": "function", "function": {"name": ...}}`` and Anthropic's
     ``{"type": "auto" | "any" | "none"}`` / ``{"type": "tool", "name": ...}``."""
-    if choice is None or isinstance(choice, str):
-        return choice
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        return utf8_text("tool_choice", choice)
     if isinstance(choice, Mapping):
+        odd_keys = [k for k in choice if not isinstance(k, str)]
+        if odd_keys:
+            raise ConfigurationError(
+                f"tool_choice: its keys are str (a JSON object's), got {odd_keys[0]!r}"
+            )
         kind = choice.get("type")
         function = choice.get("function")
         name: object = None
@@ -174,7 +184,7 @@ def tool_choice(choice: object) -> str | None:
                 "{'disable_parallel_tool_use': True}}), with tool_choice='auto')"
             )
         if isinstance(name, str) and name:
-            return name
+            return utf8_text("tool_choice's name", name)
     raise ConfigurationError(
         'tool_choice must be "auto", "none", "required" or a tool name (or OpenAI\'s '
         '{"type": "function", "function": {"name": ...}}), '
@@ -213,6 +223,7 @@ def idempotency_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or not key.strip():
         raise ConfigurationError(f"idempotency_key must be a non-empty str, got {key!r}")
+    utf8_text("idempotency_key", key)
     problem = _native.check_header("Idempotency-Key", key)
     if problem is not None:
         raise ConfigurationError(f"idempotency_key: {problem}")
@@ -234,7 +245,9 @@ def verify(verify: object) -> bool | str:
     if isinstance(verify, (str, os.PathLike)):
         path = os.fspath(verify)
         if isinstance(path, str) and path:
-            return path
+            # A file name os.fsdecode() could not decode holds surrogates: the
+            # engine's paths are UTF-8, so it is refused here, named.
+            return utf8_text("verify", path)
     raise ConfigurationError(
         f"verify must be True, False or the path of a PEM CA bundle, got {verify!r}"
     )
@@ -256,11 +269,12 @@ def embed_texts(texts: object) -> list[str]:
             )
         # As prompt() refuses a conversation with nothing to answer: a
         # provider would refuse it, or embed nothing.
+        which = "the text" if one else f"texts[{i}]"
         if not text.strip():
-            which = "the text" if one else f"texts[{i}]"
             raise ConfigurationError(
                 f"embed() has nothing to embed: {which} is empty (or only whitespace)"
             )
+        utf8_text(f"embed(): {which}", text)
     if not texts:
         raise ConfigurationError("embed() needs at least one text")
     return list(texts)

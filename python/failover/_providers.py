@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from . import _native
-from ._checks import accepts, header_text, is_async_callable
+from ._checks import accepts, header_text, is_async_callable, is_utf8, utf8_text
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
 
@@ -56,6 +56,7 @@ DEFAULT_OVERLOADED_STATUSES: tuple[int, ...] = _native.DEFAULT_OVERLOADED_STATUS
 def _check_name(name: str, what: str = "provider name") -> None:
     """A provider's name: ``/`` and ``:`` mark a model and a call kind in
     cooldown keys (``name/model``, ``name:embeddings``) and pool members."""
+    utf8_text(what, name)
     if any(c in name for c in "/:|"):
         raise ConfigurationError(
             f"{what} {name!r} may not hold '/', ':' or '|' (they mark pool members, "
@@ -67,6 +68,8 @@ def _key_text_problem(key: str) -> str | None:
     """Why ``key`` (stripped) cannot go in a header, or ``None``."""
     if not key:
         return "is blank"
+    if not is_utf8(key):
+        return "is not valid Unicode (a lone surrogate cannot be sent)"
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         return "holds control characters"
     return None
@@ -126,8 +129,10 @@ class Provider:
         embedding_model: str | None = None,
     ) -> None:
         owner = type(self).__name__
-        if not isinstance(model, str) or not model:
-            raise ConfigurationError(f"{owner} needs a model name (a str), got {model!r}")
+        # Blank like a call's model=: no provider has a model named "   ".
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(f"{owner} needs a model name (a non-empty str), got {model!r}")
+        utf8_text(f"{owner} model", model)
         if embedding_model is not None:
             if not self.can_embed:
                 raise ConfigurationError(
@@ -138,6 +143,7 @@ class Provider:
                     f"{owner} embedding_model must be a model name (a non-empty str), "
                     f"got {embedding_model!r}"
                 )
+            utf8_text(f"{owner} embedding_model", embedding_model)
         for what, name in (("model", model), ("embedding_model", embedding_model)):
             problem = self._model_problem(name) if name is not None else None
             if problem is not None:
@@ -281,8 +287,8 @@ def _checked_headers(owner: str, headers: object) -> dict[str, str]:
         raise ConfigurationError(f"{owner} headers must be a mapping of str to str")
     checked = {}
     for k, v in headers.items():
-        name = header_text("a header name", k)
-        value = header_text(f"header {k!r}", v)
+        name = header_text(f"{owner} headers: a header name", k)
+        value = header_text(f"{owner} headers: header {name!r}", v)
         problem = _native.check_header(name, value)
         if problem is None and name.lower() in _TRANSPORT_HEADERS:
             problem = f"{name!r} is set by the transport for each request; it cannot be given"
@@ -579,6 +585,7 @@ class OpenAICompatible(Provider):
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env:
                 raise ConfigurationError("api_key_env must name an environment variable")
+            utf8_text("api_key_env", api_key_env)
             self._env_var = api_key_env
             self._key_required = True
 

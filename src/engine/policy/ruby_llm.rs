@@ -6,11 +6,12 @@ use std::time::{Duration, SystemTime};
 
 use super::{Backoff, Preset, RetryPolicy, Situation, Verdict};
 use crate::engine::classify::ErrorKind;
-use crate::engine::hints::{self, secs, Headers};
+use crate::engine::hints::{self, secs, Headers, MAX_SECONDS};
 
 impl RetryPolicy {
     /// ruby_llm 1.16 over faraday-retry 2.4: 3 retries, no retry budget;
-    /// `max_interval` bounds header waits and backoff (`None`: unbounded).
+    /// `max_interval` bounds header waits and backoff (`None`: faraday's
+    /// unbounded default, up to `MAX_SECONDS` as every wait).
     pub fn ruby_llm(max_interval: Option<Duration>) -> Self {
         let backoff = Backoff {
             initial: 0.1,
@@ -60,14 +61,19 @@ impl RetryPolicy {
         ]
         .into_iter()
         .flatten()
-        .reduce(f64::max);
+        .reduce(f64::max)
+        // As every hint (DESIGN 3.2): a longer one, even one too large to
+        // represent (1e20, `1e999`), counts as exactly MAX_SECONDS, so a
+        // larger hint is never the one retried soonest or given up on alone.
+        .map(|h| h.min(MAX_SECONDS));
         let max = self.max_retry_after_secs(s.is_last);
         let wait = match header {
             Some(h) if h > max => return give_up("the header wait is over max_interval"),
             Some(h) if h >= interval => h,
             _ => interval,
         };
-        match secs(wait) {
+        // MAX_SECONDS bounds every wait, the uncapped backoff's too.
+        match secs(wait.min(MAX_SECONDS)) {
             Some(wait) => Verdict::retry(
                 wait,
                 "ruby_llm: the larger of the header wait and the backoff".into(),
@@ -246,6 +252,39 @@ mod tests {
             decide(&ruby, &failure(Timeout, None, &[]), 0, false, 0.0),
             retry(100)
         );
+    }
+
+    /// Found by `hints_props::every_preset_decides_on_any_hint`: unbounded,
+    /// `Retry-After: 1000000010` (just past MAX_WAIT) was retried after
+    /// itself, while `1e20` gave up ("the wait cannot be slept"). Both, and
+    /// one too large for a float, now count as MAX_WAIT and are retried
+    /// after it (the caller's deadline then decides, as for any long wait).
+    #[test]
+    fn ruby_llm_unbounded_clamps_huge_hints_to_max_wait() {
+        use crate::engine::hints::MAX_WAIT;
+        let unbounded = RetryPolicy::ruby_llm(None);
+        for hint in ["1000000010", "1e20", "1e999", "99999999999999999999"] {
+            for header in ["retry-after", "ratelimit-reset"] {
+                let f = failure(RateLimited, Some(429), &[(header, hint)]);
+                assert_eq!(
+                    decide(&unbounded, &f, 0, false, 0.5),
+                    Decision::Retry(MAX_WAIT),
+                    "{header}: {hint}"
+                );
+            }
+        }
+        // Exactly MAX_WAIT is no longer than itself: the same retry.
+        let at_max = failure(RateLimited, Some(429), &[("retry-after", "1000000000")]);
+        assert_eq!(
+            decide(&unbounded, &at_max, 0, false, 0.0),
+            Decision::Retry(MAX_WAIT)
+        );
+        // A max_interval still gives up on any longer header wait, huge or not.
+        let capped = RetryPolicy::ruby_llm(Some(Duration::from_secs(30)));
+        for hint in ["31", "1000000010", "1e20"] {
+            let f = failure(RateLimited, Some(429), &[("retry-after", hint)]);
+            assert_eq!(decide(&capped, &f, 0, false, 0.0), fail_over(), "{hint}");
+        }
     }
 
     #[test]
