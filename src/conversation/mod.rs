@@ -572,8 +572,8 @@ pub fn parse_response_format(value: &Value) -> Result<Option<ResponseFormat>, St
             }))
         }
         _ => Err(
-            "response_format must be {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \
-             \"json_schema\": {...}}"
+            "response_format must be {\"type\": \"json_object\"}, {\"type\": \"json_schema\", \
+             \"json_schema\": {...}} or {\"type\": \"text\"} (the default: asks for nothing)"
                 .into(),
         ),
     }
