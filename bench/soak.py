@@ -435,10 +435,14 @@ def main() -> int:
     server = FaultServer(log_path, args.fail_rate, args.seed)
     records = Records(records_path)
     try:
-        # The shared tokio runtime and its descriptors live for the process: made before the
-        # baseline by one call on a client of its own, so the baseline counts them.
+        # Two runtimes live for the process, with their descriptors: the shared one (async
+        # calls, streams, a thread's first sync call) and this thread's own (its later sync
+        # calls). Both are made before the baseline, by calls on a client of its own, so the
+        # baseline counts them.
         with make_client(server.url) as warm:
             sync_call(warm, "warmup-0", "prompt", records)
+            sync_call(warm, "warmup-1", "prompt", records)
+            asyncio.run(async_call(warm, "warmup-2", "prompt", records))
         # close() ends a client's connections in the background (within half a second here).
         time.sleep(1.0)
         baseline = open_fds()

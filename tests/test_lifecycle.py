@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -69,88 +70,153 @@ def test_cancelling_a_task_closes_its_connection():
     listener.close()
 
 
-def _one_connection_server() -> tuple[socket.socket, threading.Event]:
-    """A server that answers every request on its one connection, and sets the event when the
-    client hangs up."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    closed = threading.Event()
-    body = b'{"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}'
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-    answer = head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
+class _KeepAliveServer:
+    """Answers every request on keep-alive connections, counting the connections it accepted
+    and those the client hung up. ``hang_up_after_answer``: the server closes each connection
+    right after its answer, without saying so (as a server closing idle connections does)."""
 
-    def serve() -> None:
-        conn, _ = listener.accept()
+    BODY = b'{"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}'
+    ANSWER = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + b"content-length: %d\r\n\r\n%s" % (len(BODY), BODY)
+    )
+
+    def __init__(self, hang_up_after_answer: bool = False) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.hang_up_after_answer = hang_up_after_answer
+        self.accepted = 0
+        self.closed_by_client = 0
+        self.hung_up = threading.Semaphore(0)
+        self.changed = threading.Condition()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.changed:
+                self.accepted += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(10)
         try:
             while data := conn.recv(65536):
                 if b"\r\n\r\n" in data:
-                    conn.sendall(answer)
+                    conn.sendall(self.ANSWER)
+                    if self.hang_up_after_answer:
+                        conn.close()
+                        self.hung_up.release()
+                        return
         except OSError:
             return
-        closed.set()
         conn.close()
+        with self.changed:
+            self.closed_by_client += 1
+            self.changed.notify_all()
 
-    threading.Thread(target=serve, daemon=True).start()
-    return listener, closed
+    def wait_all_closed(self, timeout: float = 5.0, but: int = 0) -> bool:
+        """Whether the client hangs up all its connections but ``but`` within ``timeout``."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: self.accepted > 0 and self.closed_by_client == self.accepted - but,
+                timeout,
+            )
+
+    def close(self) -> None:
+        self.listener.close()
 
 
 @pytest.mark.parametrize("where", ["the closing thread", "a thread that ended"])
 def test_closing_a_client_closes_the_connections_of_its_sync_calls(where):
-    """A sync call runs on its thread's own connection pool: closing the client, or the end of
-    the thread, must still hang up, not leave a socket open until the process ends."""
-    listener, closed = _one_connection_server()
-    port = listener.getsockname()[1]
-    client = failover.Client(
-        {"a": failover.OpenAICompatible(model="m", base_url=f"http://127.0.0.1:{port}")}
-    )
+    """From its second sync call a thread runs them on its own connection pool (its first goes
+    through the shared one, for threads that make one call each): closing the
+    client, or the end of the thread, must still hang up, not leave a socket open until the
+    process ends."""
+    server = _KeepAliveServer()
+    client = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=server.url)})
+
+    def calls() -> None:
+        for _ in range(3):
+            assert client.prompt("Hi").text == "hi"
+
     if where == "the closing thread":
-        assert client.prompt("Hi").text == "hi"
-        assert not closed.wait(0.2), "hung up before the client was closed"
+        calls()
+        assert not server.wait_all_closed(0.2), "hung up before the client was closed"
         client.close()
+        assert server.wait_all_closed(), "a connection stayed open after close()"
     else:
-        worker = threading.Thread(target=lambda: client.prompt("Hi"))
+        worker = threading.Thread(target=calls)
         worker.start()
         worker.join()
-    assert closed.wait(5), f"the connection stayed open after {where}"
+        # Its first call went through the shared pool, which the client keeps.
+        assert server.accepted == 2
+        assert server.wait_all_closed(but=1), "the thread's own connection outlived it"
+        client.close()
+    server.close()
+
+
+def test_a_client_closed_on_another_thread_hangs_up_at_that_threads_next_call():
+    server = _KeepAliveServer()
+    other = _KeepAliveServer()
+    closed_elsewhere = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=server.url)}
+    )
+    still_open = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=other.url)})
+    closed = threading.Event()
+    done = threading.Event()
+
+    def worker() -> None:
+        for _ in range(3):
+            closed_elsewhere.prompt("Hi")
+            still_open.prompt("Hi")
+        closed.wait(10)
+        still_open.prompt("Hi")
+        done.set()
+        closed.wait(10)  # alive until the end of the test
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    while server.accepted < 2:  # the shared pool's connection and the thread's own
+        time.sleep(0.01)
+    closed_elsewhere.close()
+    closed.set()
+    assert done.wait(10)
+    assert server.wait_all_closed(), "the closed client's connection stayed open on the thread"
+    thread.join()
+    still_open.close()
+    server.close()
+    other.close()
+
+
+@pytest.mark.parametrize("face", ["prompt", "embed"])
+def test_a_sync_call_never_sends_on_a_connection_the_server_closed(face):
+    """Found by the trial of issue 17: a thread's own pool is only driven during its calls, so
+    a connection the server closed in between must be noticed before the next call, not sent
+    on (a failed attempt, a retry and its backoff)."""
+    server = _KeepAliveServer(hang_up_after_answer=True)
+    client = failover.Client(
+        {"a": failover.OpenAICompatible(model="m", base_url=server.url, embedding_model="e")},
+        retry=failover.RetryPolicy(max_retries=0, max_retries_last=0),
+    )
+    server.ANSWER = _embeddings_answer() if face == "embed" else server.ANSWER
+    for _ in range(6):
+        answer = getattr(client, face)("Hi" if face == "prompt" else ["Hi"])
+        assert [a.status for a in answer.attempts] == [200]
+        assert server.hung_up.acquire(timeout=5)
     client.close()
-    listener.close()
+    server.close()
 
 
-def test_a_forked_child_makes_sync_calls_of_its_own():
-    """A parent that made only sync calls started no runtime threads: its child makes calls on
-    a runtime of its own, never on the parent's sockets."""
-    if not hasattr(os, "fork"):
-        pytest.skip("no fork on this platform")
-    script = """
-import http.server, os, sys, threading, failover
-body = b'{"choices": [{"message": {"content": "%d"}, "finish_reason": "stop"}]}'
-class Answer(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        self.rfile.read(int(self.headers["content-length"]))
-        reply = body % os.getpid()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-    def log_message(self, *args):
-        pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-url = "http://127.0.0.1:%d" % server.server_port
-client = failover.Client({"p": failover.OpenAICompatible(model="m", base_url=url)})
-assert client.prompt("Hi").text == str(os.getpid())
-pid = os.fork()
-if pid == 0:
-    answer = client.prompt("Hi", timeout=5).text
-    os._exit(3 if answer == str(os.getppid()) else 4)
-_, status = os.waitpid(pid, 0)
-assert client.prompt("Hi").text == str(os.getpid())
-sys.exit(os.WEXITSTATUS(status))
-"""
-    done = subprocess.run([sys.executable, "-c", script], timeout=60)
-    assert done.returncode == 3
+def _embeddings_answer() -> bytes:
+    body = b'{"data": [{"index": 0, "embedding": [0.5, 0.25]}], "model": "e"}'
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
 
 
 def test_a_forked_child_gets_an_error_not_a_hang(mock_server):

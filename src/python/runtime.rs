@@ -209,11 +209,13 @@ impl LocalDriver {
     }
 
     fn transport(&mut self, pools: &Arc<Pools>) -> PyResult<ReqwestTransport> {
+        // A client closed on another thread hangs up here at this thread's
+        // next sync call.
+        self.prune();
         let weak = Arc::downgrade(pools);
         if let Some((_, transport)) = self.pools.iter().find(|(p, _)| p.ptr_eq(&weak)) {
             return Ok(transport.clone());
         }
-        self.prune();
         let _context = self.runtime().enter();
         let transport = ReqwestTransport::new(&pools.options).map_err(failover_error)?;
         self.pools.push((weak, transport.clone()));
@@ -223,6 +225,11 @@ impl LocalDriver {
 
 thread_local! {
     static LOCAL: RefCell<Option<LocalDriver>> = const { RefCell::new(None) };
+    /// Sync calls this thread has made: its first goes through the shared
+    /// pool, so a thread that lives for one call (a thread per request or
+    /// job) reuses the shared pool's connections instead of opening one
+    /// (and shaking hands over TLS) of its own that nobody reuses.
+    static SYNC_CALLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// How a sync whole call is driven.
@@ -241,7 +248,14 @@ impl SyncDriver {
         if pools.is_closed() {
             return Err(closed());
         }
-        if shared_only || Handle::try_current().is_ok() {
+        let first_here = SYNC_CALLS
+            .try_with(|calls| {
+                let made = calls.get();
+                calls.set(made.saturating_add(1));
+                made == 0
+            })
+            .unwrap_or(true);
+        if shared_only || first_here || Handle::try_current().is_ok() {
             return pools.shared().map(Self::Shared);
         }
         let local = LOCAL.try_with(|local| -> PyResult<Option<ReqwestTransport>> {
@@ -287,6 +301,7 @@ impl SyncDriver {
         match self {
             Self::Local(_) => {
                 let mut future = std::pin::pin!(future);
+                let mut first_slice = true;
                 loop {
                     let slice = LOCAL.with(|local| {
                         let local = local.borrow();
@@ -295,10 +310,23 @@ impl SyncDriver {
                         })?;
                         PyResult::Ok(py.detach(|| {
                             driver.runtime().block_on(async {
+                                if first_slice {
+                                    // The runtime has not run since this
+                                    // thread's last call: let it read what
+                                    // came meanwhile (a server closing an
+                                    // idle connection), so the pool never
+                                    // hands out a connection already closed.
+                                    // `yield_now` wakes after the I/O
+                                    // driver is polled; the second lets the
+                                    // connection's task act on it.
+                                    tokio::task::yield_now().await;
+                                    tokio::task::yield_now().await;
+                                }
                                 tokio::time::timeout(SIGNAL_CHECK_INTERVAL, &mut future).await
                             })
                         }))
                     });
+                    first_slice = false;
                     match slice? {
                         Ok(value) => return Ok(value),
                         Err(_) => py.check_signals()?,

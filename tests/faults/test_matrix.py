@@ -375,6 +375,8 @@ def check_outcome(
                 got is not None and want is not None and math.isclose(got, want, abs_tol=1e-6)
             ), f"retry_after {got!r}, the oracle expects {want!r}"
         attempts = getattr(run.error, "attempts", None)
+        # Every error the matrix provokes carries the attempts the call made.
+        assert attempts is not None, f"{type(run.error).__name__} has no .attempts"
         calls_failed = [e for e in events if isinstance(e, failover.CallFailed)]
         assert len(calls_failed) == 1, f"CallFailed events: {calls_failed}"
 
