@@ -40,6 +40,7 @@ test-rust:
 # proptest-regressions/ (commit it, and make it a named #[test]).
 FUZZ_CASES ?= 100000
 fuzz:
+	@echo "property tests (*_props): $(FUZZ_CASES) cases each"
 	PROPTEST_CASES=$(FUZZ_CASES) cargo test --quiet --lib _props
 
 test-python: develop
