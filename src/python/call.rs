@@ -65,11 +65,7 @@ pub(super) async fn run_call(inner: Arc<Inner>, call: Call) -> Finish {
     {
         Ok(finish) => finish,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = super::runtime::panic_text(&*panic);
             Box::new(move |_| Err(internal_error(what)))
         }
     }

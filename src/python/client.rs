@@ -63,7 +63,8 @@ impl NativeClient {
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
         let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
         let call = self.call(py, args, None, false, driver.transport())?;
-        driver.run(py, run_call(Arc::clone(&self.inner), call))?(py)
+        let finish = driver.run(py, run_call(Arc::clone(&self.inner), call))?;
+        runtime::finish_safely(py, finish)
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
@@ -117,7 +118,8 @@ impl NativeClient {
     fn embed(&self, py: Python<'_>, args: EmbedArgs<'_>) -> PyResult<Py<PyAny>> {
         let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
         let call = self.embed_call(py, args, None, driver.transport())?;
-        driver.run(py, run_call(Arc::clone(&self.inner), call))?(py)
+        let finish = driver.run(py, run_call(Arc::clone(&self.inner), call))?;
+        runtime::finish_safely(py, finish)
     }
 
     fn embed_async<'py>(

@@ -47,14 +47,19 @@ extern "C" fn after_fork_in_child() {
 /// whose Rust work is small beside the Python work their answers cost; a
 /// second worker only adds hand-offs between the two (an async call in a
 /// row measured 20-30 % more CPU with two, and no more throughput at 100 in
-/// flight). `TOKIO_WORKER_THREADS` still sets the number, as in any tokio
-/// program. Called once, when the module loads.
+/// flight). `TOKIO_WORKER_THREADS` (a positive number) still sets the
+/// number, as in any tokio program. Called once, when the module loads.
 pub fn configure_shared_runtime() {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        builder.worker_threads(1);
-    }
+    // Read here, not by tokio at the first call: tokio panics on a value
+    // that is not a positive number, and that panic would poison the
+    // runtime for the process. Such a value counts as unset.
+    let workers = std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0);
+    builder.worker_threads(workers.unwrap_or(1));
     pyo3_async_runtimes::tokio::init(builder);
 }
 
@@ -340,6 +345,26 @@ impl SyncDriver {
 
 /// How often a blocking call wakes to let Python handle Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+/// How long an interrupted call spawned on the shared runtime is waited
+/// for to end (it ends at its next await, unless Python code it runs holds
+/// it longer).
+const ABORT_GRACE: Duration = Duration::from_secs(1);
+
+/// Makes a call's answer or exception; a panic while making it (a bug) is a
+/// `FailoverError`, never a PanicException, on either face.
+pub fn finish_safely(py: Python<'_>, finish: Finish) -> PyResult<Py<PyAny>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| finish(py)))
+        .unwrap_or_else(|panic| Err(super::errors::internal_error(panic_text(&*panic))))
+}
+
+/// What a panic said.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
 
 /// Drives `future` on the shared runtime for a synchronous caller.
 /// `block_in_place` lets this work on a shared-runtime worker too (an event
@@ -369,7 +394,15 @@ pub fn block_on_shared<T: Send + 'static>(
                 Ok(value) => return Ok(value),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if let Err(error) = py.check_signals() {
+                        // The call ends before the interrupt is raised, as it
+                        // does when its future is dropped in place: an abort
+                        // takes effect at the task's next await, and until
+                        // then it may still be running Python code (a hook).
                         task.abort();
+                        py.detach(|| {
+                            let receiver = receiver.lock().unwrap_or_else(|e| e.into_inner());
+                            let _ = receiver.recv_timeout(ABORT_GRACE);
+                        });
                         return Err(error);
                     }
                 }
@@ -474,14 +507,18 @@ pub fn awaitable<'py>(
     runtime.spawn(async move {
         let _in_flight = in_flight;
         let mut cancelled = cancelled;
+        let future = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(future));
         let finish = tokio::select! {
-            finish = future => finish,
+            finish = future => finish.unwrap_or_else(|panic| {
+                let error = super::errors::internal_error(panic_text(&*panic));
+                Box::new(move |_| Err(error))
+            }),
             // Only a cancel ends it early; a dropped sender (the future
             // done otherwise) leaves it running.
             Ok(()) = &mut cancelled => return,
         };
         Python::attach(|py| {
-            let (value, error) = match finish(py) {
+            let (value, error) = match finish_safely(py, finish) {
                 Ok(value) => (value, None),
                 Err(error) => (py.None(), Some(error.into_value(py))),
             };
