@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 
@@ -166,6 +165,7 @@ def test_a_client_closed_on_another_thread_hangs_up_at_that_threads_next_call():
         {"a": failover.OpenAICompatible(model="m", base_url=server.url)}
     )
     still_open = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=other.url)})
+    called = threading.Event()
     closed = threading.Event()
     done = threading.Event()
 
@@ -173,6 +173,7 @@ def test_a_client_closed_on_another_thread_hangs_up_at_that_threads_next_call():
         for _ in range(3):
             closed_elsewhere.prompt("Hi")
             still_open.prompt("Hi")
+        called.set()
         closed.wait(10)
         still_open.prompt("Hi")
         done.set()
@@ -180,8 +181,9 @@ def test_a_client_closed_on_another_thread_hangs_up_at_that_threads_next_call():
 
     thread = threading.Thread(target=worker)
     thread.start()
-    while server.accepted < 2:  # the shared pool's connection and the thread's own
-        time.sleep(0.01)
+    assert called.wait(10)
+    # The shared pool's connection (the thread's first call) and the thread's own.
+    assert server.accepted == 2
     closed_elsewhere.close()
     closed.set()
     assert done.wait(10)
@@ -217,6 +219,25 @@ def _embeddings_answer() -> bytes:
         len(body),
         body,
     )
+
+
+@pytest.mark.parametrize("workers", ["abc", "0", ""])
+def test_a_bad_tokio_worker_threads_counts_as_unset(workers):
+    """Found reviewing issue 17: tokio panics on such a value, poisoning the runtime."""
+    script = """
+import asyncio, failover
+from failover.testing import MockServer
+with MockServer() as server:
+    server.push_text("async")
+    server.push_text("sync")
+    client = failover.Client({"a": failover.OpenAICompatible(model="m", base_url=server.url)})
+    assert asyncio.run(client.prompt_async("Hi")).text == "async"
+    assert client.prompt("Hi").text == "sync"
+    client.close()
+"""
+    env = {**os.environ, "TOKIO_WORKER_THREADS": workers}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=60)
+    assert done.returncode == 0
 
 
 def test_a_forked_child_gets_an_error_not_a_hang(mock_server):

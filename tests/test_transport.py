@@ -151,6 +151,31 @@ def test_the_proxy_environment_variables_are_honoured(mock_server, monkeypatch):
     assert mock_server.requests[0].path.startswith("http://upstream.invalid/")
 
 
+def test_a_client_keeps_the_proxy_environment_it_was_made_under(mock_server, monkeypatch):
+    """Found reviewing issue 17: a thread's own pool is made at its second sync call, and reqwest
+    reads the proxy variables then. A client must send every call through the proxies it was
+    made with (and whose credentials it redacts), not through ones set afterwards."""
+    for name in (*failover._native.PROXY_VARIABLES, "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for _ in range(6):
+        mock_server.push_text("direct")
+    client = failover.Client({"a": openai(mock_server)}, retry=SINGLE_TRY)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nowhere = s.getsockname()[1]  # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:pw-later@127.0.0.1:{nowhere}")
+    monkeypatch.setenv("ALL_PROXY", f"http://user:pw-later@127.0.0.1:{nowhere}")
+    answers = [client.prompt("Hi").text for _ in range(3)]
+    worker = threading.Thread(
+        target=lambda: answers.extend(client.prompt("Hi").text for _ in "abc")
+    )
+    worker.start()
+    worker.join()
+    assert answers == ["direct"] * 6
+    assert all(not r.path.startswith("http://") for r in mock_server.requests)
+    client.close()
+
+
 def test_a_proxy_that_refuses_is_named_and_its_password_never_shows(caplog):
     """Found hardening the first slice."""
     with socket.socket() as s:

@@ -112,6 +112,12 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// own (in that thread's [`LocalDriver`], found by this pool's address).
 pub struct Pools {
     options: TransportOptions,
+    /// The proxy environment when the shared pool was made. reqwest reads
+    /// it when a pool is made, and a thread's own pool is made later: one
+    /// made under another environment would send through other proxies
+    /// than the shared one (whose credentials the client redacts), so a
+    /// thread then keeps to the shared pool.
+    proxy_environment: Vec<Option<String>>,
     /// `None` once the client is closed; calls in flight keep their clone.
     shared: RwLock<Option<ReqwestTransport>>,
 }
@@ -121,6 +127,7 @@ impl Pools {
         let shared = ReqwestTransport::new(&options)?;
         Ok(Self {
             options,
+            proxy_environment: proxy_environment(),
             shared: RwLock::new(Some(shared)),
         })
     }
@@ -154,6 +161,16 @@ impl Pools {
             }
         });
     }
+}
+
+/// What reqwest reads the proxies from (`http::PROXY_VARIABLES` and the
+/// exceptions), as it is now.
+fn proxy_environment() -> Vec<Option<String>> {
+    crate::http::PROXY_VARIABLES
+        .iter()
+        .chain(&["NO_PROXY", "no_proxy"])
+        .map(|name| std::env::var(name).ok())
+        .collect()
 }
 
 fn closed() -> PyErr {
@@ -213,18 +230,22 @@ impl LocalDriver {
         }
     }
 
-    fn transport(&mut self, pools: &Arc<Pools>) -> PyResult<ReqwestTransport> {
+    /// This thread's pool of `pools`' client; `None`: keep to the shared one.
+    fn transport(&mut self, pools: &Arc<Pools>) -> PyResult<Option<ReqwestTransport>> {
         // A client closed on another thread hangs up here at this thread's
         // next sync call.
         self.prune();
         let weak = Arc::downgrade(pools);
         if let Some((_, transport)) = self.pools.iter().find(|(p, _)| p.ptr_eq(&weak)) {
-            return Ok(transport.clone());
+            return Ok(Some(transport.clone()));
+        }
+        if pools.options.proxy.is_none() && proxy_environment() != pools.proxy_environment {
+            return Ok(None);
         }
         let _context = self.runtime().enter();
         let transport = ReqwestTransport::new(&pools.options).map_err(failover_error)?;
         self.pools.push((weak, transport.clone()));
-        Ok(transport)
+        Ok(Some(transport))
     }
 }
 
@@ -279,12 +300,13 @@ impl SyncDriver {
                 *local = Some(LocalDriver::new()?);
             }
             let driver = local.as_mut().expect("made above");
-            driver.transport(pools).map(Some)
+            driver.transport(pools)
         });
         match local {
             Ok(Ok(Some(transport))) => Ok(Self::Local(transport)),
             Ok(Err(error)) => Err(error),
-            // The thread is ending, or its runtime is busy: the shared one.
+            // The thread is ending, its runtime is busy, or the proxy
+            // environment changed since the client was made: the shared one.
             _ => pools.shared().map(Self::Shared),
         }
     }
