@@ -61,10 +61,7 @@ impl NativeClient {
     /// this thread's own runtime (or the shared one: `SyncDriver`), waking
     /// every 50 ms so Ctrl-C raises promptly.
     fn prompt(&self, py: Python<'_>, args: CallArgs<'_>) -> PyResult<Py<PyAny>> {
-        let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
-        let call = self.call(py, args, None, false, driver.transport())?;
-        let finish = driver.run(py, run_call(Arc::clone(&self.inner), call))?;
-        runtime::finish_safely(py, finish)
+        self.run_sync(py, |transport| self.call(py, args, None, false, transport))
     }
 
     /// The same call as an awaitable; cancelling it drops the engine future
@@ -116,10 +113,7 @@ impl NativeClient {
 
     /// Blocking embeddings call: the same engine future as `prompt`.
     fn embed(&self, py: Python<'_>, args: EmbedArgs<'_>) -> PyResult<Py<PyAny>> {
-        let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
-        let call = self.embed_call(py, args, None, driver.transport())?;
-        let finish = driver.run(py, run_call(Arc::clone(&self.inner), call))?;
-        runtime::finish_safely(py, finish)
+        self.run_sync(py, |transport| self.embed_call(py, args, None, transport))
     }
 
     fn embed_async<'py>(
@@ -169,6 +163,19 @@ impl NativeClient {
 }
 
 impl NativeClient {
+    /// The sync face of a whole call: where it runs decides its pool, so the
+    /// call is made (`make`) with that pool's transport.
+    fn run_sync(
+        &self,
+        py: Python<'_>,
+        make: impl FnOnce(ReqwestTransport) -> PyResult<Call>,
+    ) -> PyResult<Py<PyAny>> {
+        let driver = SyncDriver::for_call(&self.inner.pools, self.inner.fleet)?;
+        let call = make(driver.transport())?;
+        let finish = driver.run(py, run_call(Arc::clone(&self.inner), call))?;
+        runtime::finish_safely(py, finish)
+    }
+
     fn run_async<'py>(
         &self,
         py: Python<'py>,

@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -29,14 +29,13 @@ use crate::http::{ReqwestTransport, TransportOptions};
 
 /// The shared runtime has been started in this process.
 static STARTED: AtomicBool = AtomicBool::new(false);
-/// This process was forked after the shared runtime had started.
+/// This process was forked after the shared runtime had started. A thread's
+/// own runtime needs no check of its own: a thread has one only from its
+/// second sync call, its first having started the shared runtime, so a
+/// child that inherited one is refused like any other.
 static FORKED_AFTER_START: AtomicBool = AtomicBool::new(false);
-/// How many times this process's ancestry forked since failover was loaded:
-/// a thread's own runtime made before the latest fork belongs to the parent.
-static FORKS: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn after_fork_in_child() {
-    FORKS.fetch_add(1, Ordering::SeqCst);
     if STARTED.load(Ordering::SeqCst) {
         FORKED_AFTER_START.store(true, Ordering::SeqCst);
     }
@@ -182,8 +181,6 @@ struct LocalDriver {
     pools: Vec<(Weak<Pools>, ReqwestTransport)>,
     /// `None` only while it is dropped.
     runtime: Option<Runtime>,
-    /// [`FORKS`] when it was made.
-    forks: u64,
 }
 
 impl Drop for LocalDriver {
@@ -207,7 +204,6 @@ impl LocalDriver {
         Ok(Self {
             pools: Vec::new(),
             runtime: Some(runtime),
-            forks: FORKS.load(Ordering::Relaxed),
         })
     }
 
@@ -288,14 +284,6 @@ impl SyncDriver {
             let Ok(mut local) = local.try_borrow_mut() else {
                 return Ok(None);
             };
-            if local
-                .as_ref()
-                .is_some_and(|d| d.forks != FORKS.load(Ordering::Relaxed))
-            {
-                // The parent's: its epoll instance and sockets are shared
-                // with the parent, and must be neither used nor closed here.
-                std::mem::forget(local.take());
-            }
             if local.is_none() {
                 *local = Some(LocalDriver::new()?);
             }
