@@ -293,10 +293,11 @@ def async_anthropic(url: str) -> AsyncCall:
     return call
 
 
-def async_httpx_openai(url: str) -> AsyncCall:
+def async_httpx_openai(url: str, limits: Any = None) -> AsyncCall:
     import httpx
 
-    client = httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"})
+    pool = {} if limits is None else {"limits": limits}
+    client = httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"}, **pool)
     body = {"model": OPENAI_MODEL, "messages": MESSAGES}
 
     async def call() -> str:
@@ -1418,17 +1419,7 @@ def tput_httpx(url: str) -> AsyncCall:
 
     # httpx keeps 20 connections alive by default: at 100 in flight it would reconnect.
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
-    client = httpx.AsyncClient(
-        base_url=url, headers={"authorization": f"Bearer {KEY}"}, limits=limits
-    )
-    body = {"model": OPENAI_MODEL, "messages": MESSAGES}
-
-    async def call() -> str:
-        r = await client.post("/chat/completions", json=body)
-        r.raise_for_status()
-        return r.json()["choices"][0]["message"]["content"]  # type: ignore[no-any-return]
-
-    return call
+    return async_httpx_openai(url, limits)
 
 
 async def drive(call: AsyncCall, calls: int, concurrency: int) -> None:

@@ -17,7 +17,7 @@ use super::types::{ChatRequest, EmbedRequest, Wire};
 use super::wires::format;
 use crate::engine::Headers;
 use crate::http::HttpResponse;
-use crate::stream::{Accumulator, Chunk, Decoder, Delta, Frame};
+use crate::stream::{Accumulator, Chunk, Delta, Frame};
 
 /// Few cases unless `PROPTEST_CASES` asks for more: the suite stays quick.
 fn config() -> ProptestConfig {
@@ -353,18 +353,8 @@ fn stream_bytes(wire: Wire, pieces: &[String], input: u64, output: u64) -> Vec<u
 /// answer, or the first error.
 fn read_stream(wire: Wire, bytes: &[u8], cuts: &[usize]) -> Result<Accumulator, String> {
     let format = format(wire);
-    let mut at: Vec<usize> = cuts
-        .iter()
-        .map(|c| c % (bytes.len() + 1))
-        .chain([0, bytes.len()])
-        .collect();
-    at.sort_unstable();
-    let mut decoder = Decoder::new(format.framing());
-    let mut frames = Vec::new();
-    for pair in at.windows(2) {
-        decoder.push(&bytes[pair[0]..pair[1]], &mut frames)?;
-    }
-    decoder.finish(&mut frames)?;
+    let (frames, end) = crate::stream::framing_props::decode(format.framing(), bytes, cuts);
+    end?;
     let mut acc = Accumulator::default();
     let mut extras = Map::new();
     let mut chunks: Vec<Chunk> = Vec::new();

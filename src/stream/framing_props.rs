@@ -119,8 +119,13 @@ fn sse(said: &[Said]) -> (Vec<String>, Vec<Frame>) {
     (lines, frames)
 }
 
-/// `bytes` cut at `cuts` (positions taken modulo the length), decoded.
-fn decode(framing: Framing, bytes: &[u8], cuts: &[usize]) -> (Vec<Frame>, Result<(), String>) {
+/// `bytes` cut at `cuts` (positions taken modulo the length), decoded
+/// (the wires' stream properties read their streams through it too).
+pub(crate) fn decode(
+    framing: Framing,
+    bytes: &[u8],
+    cuts: &[usize],
+) -> (Vec<Frame>, Result<(), String>) {
     let mut at: Vec<usize> = cuts
         .iter()
         .map(|c| c % (bytes.len() + 1))

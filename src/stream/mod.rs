@@ -5,7 +5,7 @@
 
 pub mod decode;
 #[cfg(test)]
-mod framing_props;
+pub(crate) mod framing_props;
 
 use std::collections::BTreeMap;
 
