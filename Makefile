@@ -18,6 +18,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# openai-python, pinned to the release RetryPolicy.openai() reproduces: the
 	# preset's tests run it side by side (they skip where it is absent).
 	$(PY) -m pip install -q "openai==3.57.0"
+	# genai-prices, pinned: tests/test_cost.py checks the published rates of
+	# this release's data (Client(prices="genai-prices")).
+	$(PY) -m pip install -q "genai-prices==0.2.3"
 	touch $@
 
 # Builds the extension into python/failover (editable install, fast dev profile).

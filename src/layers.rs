@@ -14,7 +14,7 @@ const ALLOWED: [(&str, &[&str]); 8] = [
     ("engine", &[]),
     ("conversation", &[]),
     ("testing", &[]),
-    ("stream", &["conversation"]),
+    ("stream", &["engine", "conversation"]),
     ("http", &["engine"]),
     ("fleet", &["engine"]),
     ("providers", &["engine", "conversation", "stream", "http"]),

@@ -8,6 +8,7 @@ async calls run the same engine future.
 
 from ._attempt import Attempt
 from ._client import Client
+from ._cost import Price
 from ._events import CallFailed, FailedOver, RetryScheduled
 from ._exceptions import (
     AuthenticationError,
@@ -78,6 +79,7 @@ __all__ = [
     "OpenAICompatible",
     "OpenRouter",
     "Pool",
+    "Price",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",

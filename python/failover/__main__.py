@@ -26,6 +26,7 @@ from . import (
     OpenAI,
     OpenAICompatible,
     OpenRouter,
+    Price,
     Provider,
     RetryScheduled,
 )
@@ -100,7 +101,15 @@ def demo(fake_sleep: bool = False) -> int:
             {
                 "claude": Anthropic(model="claude-haiku-4-5", api_key="demo", base_url=claude.url),
                 "gpt": OpenAI(model="gpt-4.1-mini", api_key="demo", base_url=gpt.url),
-                "local": OpenAICompatible(model="llama-3.1-8b", base_url=local.url),
+                # A local model costs nothing per token.
+                "local": OpenAICompatible(
+                    model="llama-3.1-8b", base_url=local.url, price=Price(0, 0)
+                ),
+            },
+            # USD per million tokens, by the model each request was sent with.
+            prices={
+                "claude-haiku-4-5": Price(1.00, 5.00, cache_read=0.10, cache_write=1.25),
+                "gpt-4.1-mini": Price(0.40, 1.60, cache_read=0.10),
             },
             timeout=5.0,
             sleeper=sleeper,
@@ -221,7 +230,8 @@ def demo(fake_sleep: bool = False) -> int:
         answered += 1
         took = time.perf_counter() - call_start
         print(f"  {stamp()}  {r.provider} answered in {took:.2f}s: {r.text!r}")
-        print(f"           attempts: {', '.join(_attempt(a) for a in r.attempts)}\n")
+        print(f"           attempts: {', '.join(_attempt(a) for a in r.attempts)}")
+        print(f"           cost: {_cost(r)}\n")
     total = time.perf_counter() - start
     print(
         f"summary: {answered}/{len(scenes)} calls answered, {counts['retries']} retries "
@@ -230,6 +240,16 @@ def demo(fake_sleep: bool = False) -> int:
     for server in (claude, gpt, local):
         server.close()
     return 0 if answered == len(scenes) else 1
+
+
+def _cost(r: Any) -> str:
+    """What a call cost: every attempt's known cost, and what could not be priced."""
+    total = r.total_cost
+    shown = "unknown" if total is None else f"${total:.6f}"
+    usage = r.total_usage
+    tokens = f"{usage.input_tokens or 0} in / {usage.output_tokens or 0} out"
+    unpriced = f", {r.unpriced_attempts} attempt(s) unpriced" if r.unpriced_attempts else ""
+    return f"{shown} for {tokens} tokens over {len(r.attempts)} attempt(s){unpriced}"
 
 
 def _attempt(a: Any) -> str:

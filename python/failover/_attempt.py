@@ -5,6 +5,7 @@ them too) both import it without importing each other."""
 from __future__ import annotations
 
 from ._record import Record
+from ._usage import Usage
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
@@ -20,16 +21,39 @@ class Attempt(Record):
 
     ``kind`` is the error kind (``"rate_limited"``, ...), ``None`` for the
     success; ``waited`` the seconds slept before it; ``duration`` the seconds
-    it took.
+    it took; ``model`` the model the request was sent with. ``usage`` is what
+    the provider reported for this attempt (``None`` when it reported
+    nothing); ``billed`` whether the provider may charge for it (``True``: it
+    generated; ``False``: it refused before generating, or was skipped;
+    ``None``: it cannot be known, as after a timeout); ``cost`` its price in
+    USD (``None`` without a price or usage); ``started`` when it was sent, in
+    Unix seconds.
     """
 
-    __slots__ = ("provider", "status", "kind", "waited", "duration", "skipped")
+    __slots__ = (
+        "provider",
+        "status",
+        "kind",
+        "waited",
+        "duration",
+        "skipped",
+        "model",
+        "usage",
+        "billed",
+        "cost",
+        "started",
+    )
     provider: str
     status: int | None
     kind: str | None
     waited: float
     duration: float
     skipped: str | None
+    model: str | None
+    usage: Usage | None
+    billed: bool | None
+    cost: float | None
+    started: float
 
     def __init__(
         self,
@@ -39,6 +63,11 @@ class Attempt(Record):
         waited: float,
         duration: float,
         skipped: str | None = None,
+        model: str | None = None,
+        usage: Usage | None = None,
+        billed: bool | None = None,
+        cost: float | None = None,
+        started: float = 0.0,
     ) -> None:
         # Built for every attempt of every call: see Usage.
         _set(self, "provider", provider)
@@ -47,10 +76,83 @@ class Attempt(Record):
         _set(self, "waited", waited)
         _set(self, "duration", duration)
         _set(self, "skipped", skipped)
+        _set(self, "model", model)
+        _set(self, "usage", usage)
+        _set(self, "billed", billed)
+        _set(self, "cost", cost)
+        _set(self, "started", started)
+
+    def _with_cost(self, cost: float | None) -> Attempt:
+        return Attempt(
+            self.provider,
+            self.status,
+            self.kind,
+            self.waited,
+            self.duration,
+            self.skipped,
+            self.model,
+            self.usage,
+            self.billed,
+            cost,
+            self.started,
+        )
 
 
 def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
     """``_native.AttemptData`` objects -> ``Attempt`` values."""
     return tuple(
-        Attempt(a.provider, a.status, a.kind, a.waited, a.duration, a.skipped) for a in raw
+        Attempt(
+            a.provider,
+            a.status,
+            a.kind,
+            a.waited,
+            a.duration,
+            a.skipped,
+            a.model,
+            None if (u := a.usage) is None else Usage(*u),
+            a.billed,
+            None,
+            a.started,
+        )
+        for a in raw
     )
+
+
+_USAGE_FIELDS = Usage.__slots__
+
+
+def total_usage(attempts: tuple[Attempt, ...]) -> Usage:
+    """The usage of every attempt, summed field by field; a field no attempt
+    reported stays ``None``."""
+    sums: list[int | None] = [None] * len(_USAGE_FIELDS)
+    for attempt in attempts:
+        usage = attempt.usage
+        if usage is None:
+            continue
+        for i, name in enumerate(_USAGE_FIELDS):
+            value = getattr(usage, name)
+            if value is not None:
+                sums[i] = value + (sums[i] or 0)
+    return Usage(*sums)
+
+
+def total_cost(attempts: tuple[Attempt, ...]) -> float | None:
+    """The sum of the attempts' known costs; ``None`` when none is known."""
+    costs = [a.cost for a in attempts if a.cost is not None]
+    return sum(costs) if costs else None
+
+
+def unpriced_attempts(attempts: tuple[Attempt, ...]) -> int:
+    """How many attempts may have been billed (``billed`` True or None) but
+    have no cost."""
+    return sum(
+        1 for a in attempts if a.skipped is None and a.billed is not False and a.cost is None
+    )
+
+
+def answering_cost(attempts: tuple[Attempt, ...]) -> float | None:
+    """The cost of the attempt that answered (the last real one)."""
+    for attempt in reversed(attempts):
+        if attempt.skipped is None:
+            return attempt.cost
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import _native, _options, _sleep
 from ._checks import count, is_async_callable, number, seconds
+from ._cost import Price, Pricing
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
@@ -91,6 +92,12 @@ class Client:
     bundle), ``http2`` (offered over TLS), ``max_idle_connections`` (kept per
     host; ``None``: no limit).
 
+    Cost: ``prices`` maps model names to ``failover.Price`` (the model a
+    request was sent with is looked up; a provider's own ``price=`` wins),
+    or is ``"genai-prices"`` to look each attempt up in that database
+    (``pip install 'failover[prices]'``). Each attempt then has a ``cost``,
+    and results and errors a ``total_cost``.
+
     A client holds a connection pool: ``close()`` it, or use it as a context
     manager (``with`` or ``async with``). It is safe to share between threads
     and tasks.
@@ -111,6 +118,7 @@ class Client:
         http2: bool = True,
         max_idle_connections: int | None = None,
         state: RedisState | None = None,
+        prices: Mapping[str, Price] | str | None = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -168,6 +176,8 @@ class Client:
             strategy = provider.strategy if isinstance(provider, Pool) else None
             self._entries[name] = _Entry(indexes, strategy)
         self._names = list(self._providers)
+        #: What attempts cost (None: nothing has a price).
+        self._pricing = Pricing.of(self._providers, prices)
         self._index = {name: i for i, name in enumerate(self._names)}
         self._retry = retry
         self._timeout = seconds("timeout", timeout, positive=True)
@@ -278,6 +288,10 @@ class Client:
             _options.check_on_event(on_event)
             other._emit = _emitter(on_event)
         return other
+
+    def _price_error(self, error: FailoverError, embeddings: bool) -> None:
+        if self._pricing is not None:
+            self._pricing.error(error, embeddings)
 
     def cooldowns(self) -> dict[str, float]:
         """The providers cooling down, with the seconds each has left: keys
@@ -506,7 +520,12 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        return Response(self._native.prompt(args))
+        try:
+            data = self._native.prompt(args)
+        except FailoverError as error:
+            self._price_error(error, False)
+            raise
+        return Response(data, self._pricing)
 
     async def prompt_async(
         self,
@@ -552,7 +571,12 @@ class Client:
             is_async=True,
         )
         _quiesce_at_exit()
-        return Response(await self._native.prompt_async(args))
+        try:
+            data = await self._native.prompt_async(args)
+        except FailoverError as error:
+            self._price_error(error, False)
+            raise
+        return Response(data, self._pricing)
 
     def stream(
         self,
@@ -607,7 +631,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        return Stream(self._native.stream(args, _options.restart(on_interrupt)))
+        return Stream(self._native.stream(args, _options.restart(on_interrupt)), self._pricing)
 
     def stream_async(
         self,
@@ -665,7 +689,7 @@ class Client:
                 "stream_async() is called on the running event loop that will iterate it "
                 "(inside async code); in sync code, use stream()"
             ) from None
-        return AsyncStream(native)
+        return AsyncStream(native, self._pricing)
 
     def _embed_args(
         self,
@@ -736,7 +760,12 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        return Embeddings(self._native.embed(args))
+        try:
+            data = self._native.embed(args)
+        except FailoverError as error:
+            self._price_error(error, True)
+            raise
+        return Embeddings(data, self._pricing)
 
     async def embed_async(
         self,
@@ -766,4 +795,9 @@ class Client:
             is_async=True,
         )
         _quiesce_at_exit()
-        return Embeddings(await self._native.embed_async(args))
+        try:
+            data = await self._native.embed_async(args)
+        except FailoverError as error:
+            self._price_error(error, True)
+            raise
+        return Embeddings(data, self._pricing)

@@ -22,7 +22,7 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from ._attempt import Attempt, _attempts
+from ._attempt import Attempt, _attempts, total_cost, total_usage, unpriced_attempts
 from ._usage import Usage
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -51,10 +51,30 @@ __all__ = [
 
 
 class FailoverError(Exception):
-    """Base class of every error failover raises."""
+    """Base class of every error failover raises.
+
+    A failed call's error carries its ``attempts`` and what they used and
+    cost so far: ``total_usage``, ``total_cost``, ``unpriced_attempts``.
+    """
 
     attempts: tuple[Attempt, ...] = ()
     retry_after: float | None = None
+
+    @property
+    def total_usage(self) -> Usage:
+        """Every attempt's usage, summed field by field (``None`` where no
+        attempt reported the field)."""
+        return total_usage(self.attempts)
+
+    @property
+    def total_cost(self) -> float | None:
+        """USD of every attempt whose cost is known, summed (``None`` when none is)."""
+        return total_cost(self.attempts)
+
+    @property
+    def unpriced_attempts(self) -> int:
+        """How many attempts may have been billed but have no cost."""
+        return unpriced_attempts(self.attempts)
 
 
 class ConfigurationError(FailoverError, ValueError):

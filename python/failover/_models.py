@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from . import _native
-from ._attempt import Attempt, _attempts
+from ._attempt import (
+    Attempt,
+    _attempts,
+    answering_cost,
+    total_cost,
+    total_usage,
+    unpriced_attempts,
+)
 from ._checks import utf8_text
 from ._exceptions import ConfigurationError
 from ._record import Record
@@ -14,6 +21,36 @@ if TYPE_CHECKING:
     import typing
 else:
     from . import _typing as typing
+
+
+class _Costs:
+    """What a result's attempts used and cost (a mixin of ``Response`` and
+    ``Embeddings``; errors have the same, on ``FailoverError``)."""
+
+    __slots__ = ()
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def cost(self) -> float | None:
+        """USD of the attempt that answered (``None`` without a price or usage)."""
+        return answering_cost(self.attempts)
+
+    @property
+    def total_usage(self) -> Usage:
+        """Every attempt's usage, summed field by field (``None`` where no
+        attempt reported the field)."""
+        return total_usage(self.attempts)
+
+    @property
+    def total_cost(self) -> float | None:
+        """USD of every attempt whose cost is known, summed (``None`` when none is)."""
+        return total_cost(self.attempts)
+
+    @property
+    def unpriced_attempts(self) -> int:
+        """How many attempts may have been billed but have no cost: a total
+        that leaves them out is a floor, not the bill."""
+        return unpriced_attempts(self.attempts)
 
 
 class Tool(Record):
@@ -93,8 +130,9 @@ def _tool_calls(raw: typing.Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-class Response:
-    """The answer of a call, with where it came from and what it took."""
+class Response(_Costs):
+    """The answer of a call, with where it came from and what it took (and,
+    with prices, what it cost: ``cost``, ``total_cost``, ``total_usage``)."""
 
     __slots__ = (
         "_provider_data",
@@ -127,8 +165,8 @@ class Response:
     time_to_first_token: float | None
     """Seconds from the call to its first content chunk (streams only)."""
 
-    def __init__(self, data: typing.Any) -> None:
-        """Built from the engine's ``_native.ResponseData``."""
+    def __init__(self, data: typing.Any, pricing: typing.Any = None) -> None:
+        """Built from the engine's ``_native.ResponseData``, priced by ``pricing``."""
         self.text = data.text
         self.provider = data.provider
         self.model = data.model
@@ -140,7 +178,8 @@ class Response:
             data.cache_write_tokens,
             data.reasoning_tokens,
         )
-        self.attempts = _attempts(data.attempts)
+        attempts = _attempts(data.attempts)
+        self.attempts = attempts if pricing is None else pricing.attempts(attempts, False)
         self.tool_calls = _tool_calls(data.tool_calls)
         self._provider_data: str | None = data.provider_data
         self.request_id = data.request_id
@@ -196,7 +235,7 @@ class Response:
         )
 
 
-class Embeddings:
+class Embeddings(_Costs):
     """The vectors of an ``embed()`` call, one per text in input order, with
     where they came from. Vectors of different models differ in length and
     meaning: ``model`` says which answered."""
@@ -213,13 +252,14 @@ class Embeddings:
     request_id: str | None
     call_id: str
 
-    def __init__(self, data: typing.Any) -> None:
-        """Built from the engine's ``_native.EmbeddingsData``."""
+    def __init__(self, data: typing.Any, pricing: typing.Any = None) -> None:
+        """Built from the engine's ``_native.EmbeddingsData``, priced by ``pricing``."""
         self.vectors = data.vectors
         self.provider = data.provider
         self.model = data.model
         self.usage = Usage(data.input_tokens)
-        self.attempts = _attempts(data.attempts)
+        attempts = _attempts(data.attempts)
+        self.attempts = attempts if pricing is None else pricing.attempts(attempts, True)
         self.request_id = data.request_id
         self.call_id = data.call_id
 

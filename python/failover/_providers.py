@@ -10,6 +10,7 @@ import os
 
 from . import _native
 from ._checks import accepts, header_text, is_async_callable, is_utf8, utf8_text
+from ._cost import Price, check_price
 from ._exceptions import ConfigurationError
 from ._seam import ProviderSpec
 
@@ -115,6 +116,10 @@ class Provider:
     #: rewritten); no user message right after tool results and no final
     #: assistant message to continue (Mistral is skipped for those).
     mistral_rules: typing.ClassVar[bool] = False
+    #: The provider's id in genai-prices (``Client(prices="genai-prices")``);
+    #: ``None``: looked up by its base URL (``genai_prices_by_url``), or not at all.
+    genai_prices_id: typing.ClassVar[str | None] = "openai"
+    genai_prices_by_url: typing.ClassVar[bool] = False
 
     def __init__(
         self,
@@ -127,6 +132,8 @@ class Provider:
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        price: Price | None = None,
+        embedding_price: Price | None = None,
     ) -> None:
         owner = type(self).__name__
         # Blank like a call's model=: no provider has a model named "   ".
@@ -149,6 +156,12 @@ class Provider:
             if problem is not None:
                 raise ConfigurationError(f"{owner} {what}: {problem}")
         self.embedding_model = embedding_model
+        self._price = check_price(owner, "price", price)
+        self._embedding_price = check_price(owner, "embedding_price", embedding_price)
+        if embedding_price is not None and not self.can_embed:
+            raise ConfigurationError(
+                f"{owner} has no embeddings API: embedding_price= has nothing to price"
+            )
         url = base_url if base_url is not None else self.default_base_url
         if not isinstance(url, str) or not url:
             raise ConfigurationError(f"{owner} needs a base_url (a str)")
@@ -418,6 +431,7 @@ class Anthropic(Provider):
     """Anthropic Messages. Key: ``ANTHROPIC_API_KEY``. 529 means overloaded."""
 
     wire = "anthropic"
+    genai_prices_id = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
     env_var = "ANTHROPIC_API_KEY"
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 529)
@@ -431,6 +445,7 @@ class Gemini(Provider):
     """
 
     wire = "gemini"
+    genai_prices_id = "google"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
@@ -451,6 +466,7 @@ class Ollama(Provider):
     ``http://localhost:11434``. No key needed; pass ``api_key=`` for ollama.com."""
 
     wire = "ollama"
+    genai_prices_id: typing.ClassVar[str | None] = None
     default_base_url = "http://localhost:11434"
     key_required = False
 
@@ -469,6 +485,7 @@ class Azure(Provider):
     """
 
     wire = "azure"
+    genai_prices_id = "azure"
     env_var = "AZURE_OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
     embed_base64 = True
@@ -485,6 +502,8 @@ class Azure(Provider):
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        price: Price | None = None,
+        embedding_price: Price | None = None,
     ) -> None:
         if not isinstance(deployment, str) or not _is_path_segment(deployment):
             raise ConfigurationError(
@@ -529,6 +548,8 @@ class Azure(Provider):
             overloaded_statuses=overloaded_statuses,
             params=params,
             embedding_model=embedding_model,
+            price=price,
+            embedding_price=embedding_price,
         )
         self.deployment = deployment
         self.endpoint = endpoint
@@ -558,6 +579,8 @@ class OpenAICompatible(Provider):
     """
 
     key_required = False
+    genai_prices_id: typing.ClassVar[str | None] = None
+    genai_prices_by_url = True
 
     def __init__(
         self,
@@ -571,6 +594,8 @@ class OpenAICompatible(Provider):
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        price: Price | None = None,
+        embedding_price: Price | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -581,6 +606,8 @@ class OpenAICompatible(Provider):
             overloaded_statuses=overloaded_statuses,
             params=params,
             embedding_model=embedding_model,
+            price=price,
+            embedding_price=embedding_price,
         )
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env:
@@ -598,6 +625,7 @@ class Groq(OpenAICompatible):
     """Groq. Key: ``GROQ_API_KEY``. 498 (capacity exceeded) means overloaded. No embeddings."""
 
     default_base_url = "https://api.groq.com/openai/v1"
+    genai_prices_id = "groq"
     env_var = "GROQ_API_KEY"
     key_required = True
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 498)
@@ -610,6 +638,7 @@ class Mistral(OpenAICompatible):
     letters or digits Mistral accepts."""
 
     default_base_url = "https://api.mistral.ai/v1"
+    genai_prices_id = "mistral"
     env_var = "MISTRAL_API_KEY"
     key_required = True
     dimensions_field = "output_dimension"
@@ -622,6 +651,7 @@ class DeepSeek(OpenAICompatible):
     """DeepSeek. Key: ``DEEPSEEK_API_KEY``. No embeddings."""
 
     default_base_url = "https://api.deepseek.com"
+    genai_prices_id = "deepseek"
     env_var = "DEEPSEEK_API_KEY"
     key_required = True
     can_embed = False
@@ -631,6 +661,7 @@ class XAI(OpenAICompatible):
     """xAI (Grok). Key: ``XAI_API_KEY``. A bad key is a 400 it words as one. No embeddings."""
 
     default_base_url = "https://api.x.ai/v1"
+    genai_prices_id = "x-ai"
     env_var = "XAI_API_KEY"
     key_required = True
     can_embed = False
@@ -641,6 +672,7 @@ class OpenRouter(OpenAICompatible):
     classified by its code; the upstream provider's message is in the error's text."""
 
     default_base_url = "https://openrouter.ai/api/v1"
+    genai_prices_id = "openrouter"
     env_var = "OPENROUTER_API_KEY"
     key_required = True
 

@@ -17,6 +17,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typ
 if TYPE_CHECKING:
     import typing
     from collections import deque
+
+    from ._cost import Pricing
 else:
     from . import _typing as typing
 
@@ -94,10 +96,11 @@ def _chunk(data: typing.Any) -> Chunk:
 
 
 class _StreamBase:
-    __slots__ = ("_done", "_native", "_pending", "_response")
+    __slots__ = ("_done", "_native", "_pending", "_pricing", "_response")
 
-    def __init__(self, native: typing.Any) -> None:
+    def __init__(self, native: typing.Any, pricing: Pricing | None = None) -> None:
         self._native = native
+        self._pricing = pricing
         from collections import deque  # per stream, not at import: collections costs 1 ms
 
         self._pending: deque[Chunk] = deque()
@@ -109,11 +112,16 @@ class _StreamBase:
             self._done = True
             data = self._native.response
             if data is not None:
-                response = Response(data)
+                response = Response(data, self._pricing)
                 response.time_to_first_token = self._native.time_to_first_token
                 self._response = response
         else:
             self._pending.extend(map(_chunk, batch))
+
+    def _price_error(self, error: BaseException) -> None:
+        """What the failed stream cost so far, on its error."""
+        if self._pricing is not None and isinstance(error, FailoverError):
+            self._pricing.error(error, False)
 
     def _close(self) -> None:
         self._done = True
@@ -157,8 +165,9 @@ class Stream(_StreamBase):
                 raise StopIteration
             try:
                 batch = self._native.next()
-            except BaseException:
+            except BaseException as error:
                 self.close()
+                self._price_error(error)
                 raise
             self._take(batch)
         return self._pending.popleft()
@@ -199,7 +208,8 @@ class AsyncStream(_StreamBase):
                 continue
             try:
                 batch = await self._native.next_async()
-            except BaseException:
+            except BaseException as error:
+                self._price_error(error)
                 # A cancelled task keeps its frame (and this stream) alive:
                 # close the connection here, not at garbage collection.
                 self._close()

@@ -3,7 +3,7 @@
 //! idle wait), restarted after a cut when the caller asked for restarts,
 //! and its whole answer assembled at the end.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::keys::KeySource;
 use super::run::{Call, CallEvents, Outcome};
@@ -222,6 +222,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
                 failure: failure.clone(),
                 retries_done: retries_done(&attempts, provider),
                 waited: broken.as_ref().map_or(Duration::ZERO, |a| a.waited),
+                started: broken.as_ref().map_or_else(SystemTime::now, |a| a.started),
                 duration: broken.map_or(Duration::ZERO, |a| a.duration),
             };
             let discarded = Chunk::Restart {
@@ -243,7 +244,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
                         failure,
                         partial_text: stream.acc.text.clone(),
                         provider,
-                        usage: Usage::default(),
+                        usage: stream.acc.usage.clone(),
                         attempts,
                     };
                     return Err(StreamEnd::RestartFailed {
@@ -287,6 +288,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
         };
         let mut attempts = live.attempts;
         count_reading(&mut attempts, live.began);
+        report_usage(&mut attempts, &live.stream.acc.usage);
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();
@@ -320,6 +322,17 @@ fn count_reading(attempts: &mut [AttemptRecord], began: Instant) {
     }
 }
 
+/// The attempt being read (the last of `attempts`) used what its stream
+/// reported, up to its end or its cut; it delivered content, so it is billed.
+fn report_usage(attempts: &mut [AttemptRecord], usage: &Usage) {
+    if let Some(last) = attempts.last_mut() {
+        if usage.is_known() {
+            last.usage = Some(usage.clone());
+        }
+        last.billed = Some(true);
+    }
+}
+
 /// Retries already spent at `provider`: the failed attempts at it in a row
 /// at the end of `attempts` (a restart counts them, and the broken one).
 fn retries_done(attempts: &[AttemptRecord], provider: usize) -> u32 {
@@ -335,6 +348,7 @@ fn retries_done(attempts: &[AttemptRecord], provider: usize) -> u32 {
 fn interrupted(live: Live, failure: Failure) -> Interruption {
     let mut attempts = live.attempts;
     count_reading(&mut attempts, live.began);
+    report_usage(&mut attempts, &live.stream.acc.usage);
     if let Some(last) = attempts.last_mut() {
         last.kind = Some(failure.kind);
         last.status = failure.status.or(last.status);

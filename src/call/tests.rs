@@ -980,3 +980,51 @@ fn a_proxys_credentials_are_among_the_secrets_every_request_carries() {
         client.proxy_secrets
     );
 }
+
+#[tokio::test]
+async fn each_attempt_records_what_it_used_and_whether_it_may_be_billed() {
+    let server = server();
+    // A port nothing listens on: the connection is never made.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let client = client(vec![
+        provider("refused", &format!("http://127.0.0.1:{refused}/v1")),
+        provider("a", &format!("{}/v1", server.url())),
+    ]);
+    server.push(rate_limited("1")).unwrap();
+    let mut answer = ok_chat("hello");
+    let mut body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    body["usage"] = serde_json::json!({"prompt_tokens": 30, "completion_tokens": 4});
+    answer.body = serde_json::to_vec(&body).unwrap();
+    server.push(answer).unwrap();
+    let mut call = call(&client, Job::Chat(chat(None)), &[0, 1]);
+    let success = call
+        .run(&FixedKeys, &Recorded::default(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    let seen: Vec<_> = success
+        .attempts
+        .iter()
+        .map(|a| (a.provider, a.status, a.billed))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            // Refused, retried once, refused again: never billed.
+            (0, None, Some(false)),
+            (0, None, Some(false)),
+            (1, Some(429), Some(false)),
+            (1, Some(200), Some(true)),
+        ]
+    );
+    assert_eq!(success.attempts[2].usage, None);
+    let usage = success.attempts[3].usage.clone().unwrap();
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens),
+        (Some(30), Some(4))
+    );
+    assert!(success.attempts[2].started <= success.attempts[3].started);
+}

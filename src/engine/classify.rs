@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::hints::Headers;
+use super::usage::Usage;
 
 /// Why an attempt failed. Decides whether it is retried; whether the call
 /// may fail over is the policy's `stop_on`.
@@ -131,6 +132,15 @@ pub struct Failure {
     /// treats it as a server error of that status; the openai preset, as a
     /// connection failure with no response (as httpx reports it).
     pub cut_short: bool,
+    /// What the provider reported it used before failing (an error body or
+    /// a stream's events that carry usage), when it did.
+    /// (Boxed: a failure travels in every `Result` of an attempt.)
+    pub usage: Option<Box<Usage>>,
+    /// Whether the provider may charge for the attempt: `Some(false)` when it
+    /// refused before generating (an error status, a connection never made),
+    /// `Some(true)` when it reported usage, `None` when it cannot be known
+    /// (a timeout or a cut after the request was sent).
+    pub billed: Option<bool>,
 }
 
 impl Failure {
@@ -145,6 +155,8 @@ impl Failure {
             request_id: None,
             out_of_time: false,
             cut_short: false,
+            usage: None,
+            billed: None,
         }
     }
 

@@ -8,6 +8,7 @@ use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 use super::state::{Cooling, EngineState};
+use super::usage::Usage;
 
 /// A provider taking part in one call: what the engine needs of it.
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +86,14 @@ pub struct AttemptRecord {
     pub duration: Duration,
     /// Why the provider was skipped instead of called (no HTTP attempt).
     pub skipped: Option<String>,
+    /// What the provider reported the attempt used, when it did.
+    pub usage: Option<Usage>,
+    /// Whether the provider may charge for it (see [`Failure::billed`];
+    /// `Some(true)` for an answer, `Some(false)` for a skip).
+    pub billed: Option<bool>,
+    /// When it was sent (or skipped), on the real wall clock (reporting
+    /// only: spans are drawn with it).
+    pub started: SystemTime,
 }
 
 impl AttemptRecord {
@@ -96,6 +105,9 @@ impl AttemptRecord {
             waited: Duration::ZERO,
             duration: Duration::ZERO,
             skipped: Some(why.to_string()),
+            usage: None,
+            billed: Some(false),
+            started: SystemTime::now(),
         }
     }
 }
@@ -202,6 +214,10 @@ pub trait Answer {
     fn exhausted_for(&self, _now: SystemTime) -> Option<Duration> {
         None
     }
+    /// What the provider reported the attempt used, when it did.
+    fn usage(&self) -> Option<Usage> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -291,6 +307,8 @@ pub struct Resume {
     pub waited: Duration,
     /// How long the broken attempt ran.
     pub duration: Duration,
+    /// When the broken attempt was sent.
+    pub started: SystemTime,
 }
 
 /// Runs one call: tries each provider in order, retrying and sleeping as the
@@ -445,12 +463,12 @@ where
                 left,
             };
             let sent_at = spec.state.map_or(0, |state| state.epoch());
-            let (outcome, duration) = match resume.take() {
-                Some(broken) => (Err(broken.failure), broken.duration),
+            let (outcome, duration, started) = match resume.take() {
+                Some(broken) => (Err(broken.failure), broken.duration, broken.started),
                 None => {
-                    let started = Instant::now();
+                    let began = (Instant::now(), SystemTime::now());
                     let outcome = attempt(index, bounds).await;
-                    (outcome, started.elapsed())
+                    (outcome, began.0.elapsed(), began.1)
                 }
             };
             let failure = match outcome {
@@ -478,6 +496,9 @@ where
                         waited,
                         duration,
                         skipped: None,
+                        usage: value.usage(),
+                        billed: Some(true),
+                        started,
                     });
                     return Ok(Success {
                         value,
@@ -494,6 +515,9 @@ where
                 waited,
                 duration,
                 skipped: None,
+                usage: failure.usage.as_deref().cloned(),
+                billed: failure.billed,
+                started,
             });
             let situation = Situation::new(
                 &failure,
@@ -674,6 +698,8 @@ mod tests {
             request_id: None,
             out_of_time: false,
             cut_short: false,
+            usage: None,
+            billed: None,
         })
     }
 
@@ -1283,6 +1309,7 @@ mod tests {
             ..spec(&slots, &policy)
         };
         let broken = |kind, retries_done| Resume {
+            started: SystemTime::now(),
             provider: 0,
             failure: err(kind, Some(200), &[]).unwrap_err(),
             retries_done,

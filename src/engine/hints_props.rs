@@ -164,6 +164,8 @@ proptest! {
             request_id: None,
             out_of_time: false,
             cut_short: false,
+            usage: None,
+            billed: None,
         };
         let situation = Situation::new(&failure, retries_done, is_last, at(NOW), &[503, 529]);
         for (policy, bounded) in [
@@ -291,6 +293,8 @@ fn ruby_llm_unbounded_waits_at_most_max_wait() {
         request_id: None,
         out_of_time: false,
         cut_short: false,
+        usage: None,
+        billed: None,
     };
     let situation = Situation::new(&failure, 0, true, at(NOW), &[]);
     let decision = RetryPolicy::ruby_llm(None).decide(&situation, 0.5);

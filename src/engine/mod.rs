@@ -10,6 +10,7 @@ pub mod hints;
 mod hints_props;
 pub mod policy;
 pub mod state;
+pub mod usage;
 
 pub use classify::{classify_status, ErrorKind, Failure, KindSet};
 pub use clock::{Clock, ManualCallClock, ManualClock, TimeHold, TokioClock};
@@ -20,3 +21,4 @@ pub use failover::{
 pub use hints::Headers;
 pub use policy::{Backoff, Preset, RetryPolicy};
 pub use state::{Cooling, EngineState, FleetState, LocalState, RetryBudget, SharedState};
+pub use usage::Usage;

@@ -316,6 +316,9 @@ fn truncated(status: u16, headers: Headers, message: String) -> Failure {
         request_id: None,
         out_of_time: false,
         cut_short: true,
+        usage: None,
+        // Cut after the status line: what was generated cannot be known.
+        billed: None,
     }
 }
 
@@ -354,7 +357,14 @@ impl ReqwestTransport {
             );
             (ErrorKind::Connection, message)
         };
-        Failure::without_response(kind, message)
+        // No connection made (a connect timeout included), a request that
+        // could not be built, a proxy that refused: nothing reached the
+        // provider, so nothing is billed; after that, it cannot be known.
+        let sent = !(error.is_connect() || error.is_builder() || kind == ErrorKind::BadRequest);
+        Failure {
+            billed: (!sent).then_some(false),
+            ..Failure::without_response(kind, message)
+        }
     }
 }
 

@@ -177,6 +177,9 @@ fn answered_failure(sent: &HttpRequest, answer: JsonAnswer, message: String) -> 
         request_id: answer.request_id,
         out_of_time: false,
         cut_short: false,
+        usage: None,
+        // A 2xx: the provider generated something, readable or not.
+        billed: Some(true),
     }
 }
 
@@ -276,6 +279,10 @@ fn classified_failure(
         (None, Some(detail)) => format!("{name} {said}{hint}: {detail}"),
         (None, None) => format!("{name} {said}{hint}"),
     };
+    // An error is not billed, unless its body reports usage.
+    let usage = json
+        .as_ref()
+        .and_then(|j| format(provider.wire).error_usage(j));
     Failure {
         kind,
         status: Some(came.unwrap_or(response.status)),
@@ -285,6 +292,8 @@ fn classified_failure(
         request_id,
         out_of_time: false,
         cut_short: false,
+        billed: Some(usage.is_some()),
+        usage: usage.map(Box::new),
     }
 }
 

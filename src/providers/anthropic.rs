@@ -17,6 +17,13 @@ pub struct Messages;
 const NO_EMBEDDINGS: &str = "Anthropic has no embeddings API";
 
 impl WireFormat for Messages {
+    fn error_usage(&self, json: &Value) -> Option<Usage> {
+        json.get("usage")
+            .filter(|u| u.is_object())
+            .map(usage_of)
+            .filter(Usage::is_known)
+    }
+
     fn build_chat(&self, provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
         build(model, request, provider.params.as_ref())
     }

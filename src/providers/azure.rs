@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::openai;
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
 use super::wire_format::{Parts, WireFormat};
-use crate::stream::{Delta, Frame};
+use crate::stream::{Delta, Frame, Usage};
 
 pub struct Azure;
 
@@ -52,6 +52,10 @@ impl WireFormat for Azure {
 
     fn parse(&self, json: &Map<String, Value>) -> Result<ChatResponse, String> {
         openai::parse(json)
+    }
+
+    fn error_usage(&self, json: &Value) -> Option<Usage> {
+        openai::ChatCompletions.error_usage(json)
     }
 
     fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {

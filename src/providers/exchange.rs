@@ -26,6 +26,15 @@ impl crate::engine::Answer for Reply {
         }
     }
 
+    fn usage(&self) -> Option<crate::stream::Usage> {
+        let usage = match self {
+            Self::Chat(chat) => &chat.usage,
+            Self::Embed(embed) => &embed.usage,
+            Self::Stream(stream) => &stream.live.acc.usage,
+        };
+        usage.is_known().then(|| usage.clone())
+    }
+
     fn exhausted_for(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
         let headers = match self {
             Self::Chat(chat) => &chat.headers,

@@ -13,6 +13,13 @@ use crate::stream::{Delta, Frame, StreamError};
 pub struct GenerateContent;
 
 impl WireFormat for GenerateContent {
+    fn error_usage(&self, json: &Value) -> Option<Usage> {
+        json.get("usageMetadata")
+            .filter(|u| u.is_object())
+            .map(usage_of)
+            .filter(Usage::is_known)
+    }
+
     fn build_chat(&self, _provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
         build(model, request)
     }

@@ -15,6 +15,13 @@ use crate::stream::{Delta, Frame, StreamError};
 pub struct ChatCompletions;
 
 impl WireFormat for ChatCompletions {
+    fn error_usage(&self, json: &Value) -> Option<Usage> {
+        json.get("usage")
+            .filter(|u| u.is_object())
+            .map(usage)
+            .filter(Usage::is_known)
+    }
+
     fn build_chat(&self, provider: &ProviderConfig, model: &str, request: &ChatRequest) -> Parts {
         let body = chat_body(provider, model, request);
         ("/chat/completions".into(), body, Vec::new())

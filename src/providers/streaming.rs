@@ -403,6 +403,15 @@ impl LiveStream {
         }
         // The stream's own status: the attempt was answered with it.
         failure.status = failure.status.or(Some(self.status));
+        // What the attempt used so far (usage events before the failure),
+        // and whether it is billed: surely once it delivered content; before
+        // that, it cannot be known (the provider may have generated what
+        // never arrived, or counted the input and refused).
+        if failure.usage.is_none() && self.acc.usage.is_known() {
+            failure.usage = Some(Box::new(self.acc.usage.clone()));
+        }
+        let delivered = !self.acc.text.is_empty() || !self.acc.tool_calls.is_empty();
+        failure.billed = delivered.then_some(true);
         if out.is_empty() {
             Err(failure)
         } else {
@@ -427,6 +436,9 @@ impl LiveStream {
             request_id: self.request_id.clone(),
             out_of_time: false,
             cut_short: false,
+            // What it used and cost so far: `fail_after` says.
+            usage: None,
+            billed: None,
         }
     }
 
@@ -474,6 +486,9 @@ impl LiveStream {
             request_id: self.request_id.clone(),
             out_of_time: false,
             cut_short: false,
+            // What it used and cost so far: `fail_after` says.
+            usage: None,
+            billed: None,
         }
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
-use crate::stream::{Delta, Frame, Framing};
+use crate::stream::{Delta, Frame, Framing, Usage};
 
 /// A chat request's endpoint path, its body, and the wire's own headers.
 pub type Parts = (String, Value, Vec<(String, String)>);
@@ -89,6 +89,12 @@ pub trait WireFormat: Sync {
 
     /// A 2xx embeddings answer's JSON -> the vectors.
     fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String>;
+
+    /// The usage an error body reports, if it carries any (it then says the
+    /// provider generated, and may bill, before it failed).
+    fn error_usage(&self, _json: &Value) -> Option<Usage> {
+        None
+    }
 
     /// The response header that names the request (others are tried after
     /// it: a gateway may name it otherwise).

@@ -15,7 +15,7 @@ use super::errors::{configuration_error, seconds};
 use super::json::json_from;
 use crate::call::RecentKeys;
 use crate::engine::policy::{Backoff, Preset};
-use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy};
+use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy, Usage};
 use crate::http::{TransportOptions, Verify};
 use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig, Wire};
 
@@ -368,6 +368,33 @@ pub struct AttemptData {
     pub waited: f64,
     pub duration: f64,
     pub skipped: Option<String>,
+    /// The model the request was sent with (or would have been, if skipped).
+    pub model: Py<PyString>,
+    /// `(input, output, cache_read, cache_write, reasoning)` tokens, as
+    /// `failover.Usage` takes them, when the provider reported any.
+    pub usage: Option<UsageFigures>,
+    pub billed: Option<bool>,
+    /// When it was sent, Unix seconds on the real clock.
+    pub started: f64,
+}
+
+/// A `Usage`'s figures, in `failover.Usage`'s order.
+pub type UsageFigures = (
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+);
+
+pub fn usage_figures(u: &Usage) -> UsageFigures {
+    (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        u.reasoning_tokens,
+    )
 }
 
 pub fn attempts_list(
@@ -384,6 +411,13 @@ pub fn attempts_list(
             waited: a.waited.as_secs_f64(),
             duration: a.duration.as_secs_f64(),
             skipped: a.skipped.clone(),
+            model: PyString::new(py, &configs[a.provider].model).unbind(),
+            usage: a.usage.as_ref().map(usage_figures),
+            billed: a.billed,
+            started: a
+                .started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
         })
         .collect::<Vec<_>>();
     Ok(PyList::new(py, items)?.unbind())

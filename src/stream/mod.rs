@@ -15,34 +15,7 @@ use crate::conversation::ToolCall;
 
 pub use decode::{Decoder, Frame, Framing};
 
-/// Token counts, each `None` where the provider did not report it. In a
-/// stream, each figure reported replaces the one before ([`Usage::apply`]:
-/// the last figure wins, never a sum of partials).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cache_read_tokens: Option<u64>,
-    pub cache_write_tokens: Option<u64>,
-    pub reasoning_tokens: Option<u64>,
-}
-
-impl Usage {
-    pub fn apply(&mut self, patch: Usage) {
-        let fields = [
-            (&mut self.input_tokens, patch.input_tokens),
-            (&mut self.output_tokens, patch.output_tokens),
-            (&mut self.cache_read_tokens, patch.cache_read_tokens),
-            (&mut self.cache_write_tokens, patch.cache_write_tokens),
-            (&mut self.reasoning_tokens, patch.reasoning_tokens),
-        ];
-        for (field, value) in fields {
-            if value.is_some() {
-                *field = value;
-            }
-        }
-    }
-}
+pub use crate::engine::Usage;
 
 /// An error a provider sent inside a stream (after its 200).
 #[derive(Clone, Debug, PartialEq)]

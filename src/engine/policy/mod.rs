@@ -347,6 +347,8 @@ mod testing {
             request_id: None,
             out_of_time: false,
             cut_short: false,
+            usage: None,
+            billed: None,
         }
     }
 
