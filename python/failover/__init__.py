@@ -27,6 +27,7 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._fleet import RedisState
+from ._health import Headroom, ProviderHealth
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall
 from ._native import __version__
@@ -70,6 +71,7 @@ __all__ = [
     "FailoverError",
     "Gemini",
     "Groq",
+    "Headroom",
     "InsufficientCredits",
     "Mistral",
     "ModelNotFound",
@@ -79,6 +81,7 @@ __all__ = [
     "OpenRouter",
     "Pool",
     "Provider",
+    "ProviderHealth",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderOverloaded",

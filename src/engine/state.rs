@@ -97,9 +97,10 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// The cooldown `key` is in at `now`, if any.
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling>;
     /// Cools `key` from `now` until `until`, for `cause` (a later cooldown
-    /// already set stands, with its cause). Failures while it is already
-    /// cooling (calls that were in flight when it began) do not count as
-    /// failing again.
+    /// already set stands, with its cause). A cause with a kind is a
+    /// failure, counted in a row; not while it is already cooling (calls
+    /// that were in flight when it began fail together), and not a
+    /// cooldown for exhausted headroom (a success).
     fn cool(&self, key: &str, now: SystemTime, until: SystemTime, cause: &Cause);
     /// The rate-limit headroom a success from `key` reported at `now`.
     fn saw_headroom(&self, key: &str, now: SystemTime, headroom: Headroom);
@@ -258,7 +259,7 @@ impl EngineState for LocalState {
     fn cool(&self, key: &str, now: SystemTime, until: SystemTime, cause: &Cause) {
         self.with(key, |entry| {
             let cooling = entry.cooling.as_ref().filter(|c| c.until > now);
-            if cooling.is_none() {
+            if cooling.is_none() && cause.kind.is_some() {
                 entry.failures = entry.failures.saturating_add(1);
             }
             if cooling.is_some_and(|c| c.until >= until) {
@@ -429,17 +430,21 @@ mod tests {
     #[test]
     fn cooldowns_end_at_their_time_or_on_success() {
         let state = LocalState::new();
-        state.cool("a", at(0), at(60), &Cause::because("asked for 60s"));
+        let asked = Cause {
+            kind: Some(ErrorKind::RateLimited),
+            ..Cause::because("asked for 60s")
+        };
+        state.cool("a", at(0), at(60), &asked);
         assert!(state.cooling("a", at(59)).is_some());
         assert!(state.cooling("a", at(60)).is_none());
         // A shorter cooldown does not cut a longer one short, and a failure
         // while cooling (a call already in flight) is not failing again.
         state.cool("a", at(1), at(10), &Cause::because("short"));
-        assert_eq!(
-            state.cooling("a", at(30)).unwrap().cause.reason,
-            "asked for 60s"
-        );
+        assert_eq!(state.cooling("a", at(30)).unwrap().cause, asked);
         assert_eq!(state.failures_in_a_row("a"), 1);
+        // A cooldown for exhausted headroom (no kind) is no failure.
+        state.cool("h", at(0), at(1), &Cause::because("exhausted"));
+        assert_eq!(state.failures_in_a_row("h"), 0);
         assert_eq!(
             state.cooldowns(at(30)),
             vec![("a".to_string(), Duration::from_secs(30))]
