@@ -127,6 +127,7 @@ class HealthData:
     @property
     def probing(self) -> bool: ...
 
+@final
 class AttemptData:
     @property
     def provider(self) -> str: ...
