@@ -389,6 +389,10 @@ pub fn attempts_list(
     Ok(PyList::new(py, items)?.unbind())
 }
 
+/// A `Headroom` as Python reads it: `(seen, requests, tokens, requests_reset,
+/// tokens_reset)`, times in Unix seconds (`failover.Headroom` is built from it).
+pub type HeadroomData = (f64, Option<u64>, Option<u64>, Option<f64>, Option<f64>);
+
 /// What the state knows of one provider (`failover.ProviderHealth` is built
 /// from it), its times Unix seconds of the clock `health()` was asked on.
 #[pyclass(frozen, get_all, module = "failover._native")]
@@ -402,9 +406,7 @@ pub struct HealthData {
     pub status: Option<u16>,
     pub retry_after: Option<f64>,
     pub failures_in_a_row: u32,
-    /// `(seen, requests, tokens, requests_reset, tokens_reset)`.
-    #[allow(clippy::type_complexity)]
-    pub headroom: Option<(f64, Option<u64>, Option<u64>, Option<f64>, Option<f64>)>,
+    pub headroom: Option<HeadroomData>,
     pub probing: bool,
 }
 
