@@ -39,7 +39,9 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, watch};
 
-use crate::engine::{Cooling, EngineState, FleetState, LocalState, RetryBudget};
+use crate::engine::{
+    Cause, Cooling, EngineState, ErrorKind, FleetState, Headroom, Health, LocalState, RetryBudget,
+};
 
 /// Sets a cooldown: its key's expiry extended to `ARGV[1]` ms (never
 /// shortened), its entry in the index, and a word to the fleet.
@@ -113,7 +115,7 @@ enum Write {
     Cool {
         key: String,
         ms: u64,
-        reason: String,
+        cause: Cause,
         until_ms: u64,
     },
     Recover {
@@ -168,6 +170,62 @@ impl std::fmt::Debug for RedisState {
             .field("prefix", &self.prefix)
             .finish()
     }
+}
+
+/// A cooldown as the fleet stores it (the index's value, and a `cool`
+/// line after its key): `{until_ms}\t{reason}\t{kind}\t{status}\t{retry_after_us}`,
+/// a part not known empty. The reason's own tabs and line breaks are
+/// spaces, so the parts after it are found from the end.
+fn encode_cooling(until_ms: u64, cause: &Cause) -> String {
+    let reason: String = cause
+        .reason
+        .chars()
+        .map(|c| {
+            if matches!(c, '\t' | '\n' | '\r') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let kind = cause.kind.map_or("", ErrorKind::as_str);
+    let status = cause.status.map_or_else(String::new, |s| s.to_string());
+    let retry_after = cause
+        .retry_after
+        .map_or_else(String::new, |d| d.as_micros().to_string());
+    format!("{until_ms}\t{reason}\t{kind}\t{status}\t{retry_after}")
+}
+
+/// A stored cooldown read back: until when (Unix ms) and why. A value
+/// written before the cause crossed (`{until_ms}\t{reason}`, or no reason)
+/// is a cause in words only, as is one whose parts do not read.
+fn decode_cooling(value: &str) -> Option<(u64, Cause)> {
+    let (until, rest) = value.split_once('\t').unwrap_or((value, ""));
+    let until = until.parse::<u64>().ok()?;
+    let typed = || {
+        let mut parts = rest.rsplitn(4, '\t');
+        let (retry_after, status, kind, reason) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        fn known(part: &str) -> Option<&str> {
+            (!part.is_empty()).then_some(part)
+        }
+        Some(Cause {
+            reason: reason.to_string(),
+            kind: match known(kind) {
+                Some(kind) => Some(ErrorKind::parse(kind)?),
+                None => None,
+            },
+            status: match known(status) {
+                Some(status) => Some(status.parse().ok()?),
+                None => None,
+            },
+            retry_after: match known(retry_after) {
+                Some(us) => Some(Duration::from_micros(us.parse().ok()?)),
+                None => None,
+            },
+        })
+    };
+    Some((until, typed().unwrap_or_else(|| Cause::because(rest))))
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -282,20 +340,22 @@ impl RedisState {
 
     /// A cooldown heard from the fleet (or read from the index).
     fn heard(&self, line: &str) {
-        let mut parts = line.splitn(4, '\t');
-        match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some("cool"), Some(key), Some(until), reason) => {
-                let Ok(until) = until.parse::<u64>() else {
+        let mut parts = line.splitn(3, '\t');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("cool"), Some(key), Some(cooling)) => {
+                let Some((until, mut cause)) = decode_cooling(cooling) else {
                     return;
                 };
                 let until = UNIX_EPOCH + Duration::from_millis(until);
                 let now = SystemTime::now();
                 if until > now {
-                    let reason = reason.unwrap_or("cooling in the fleet");
-                    self.mirror.cool(key, now, until, reason);
+                    if cause.reason.is_empty() {
+                        cause.reason = "cooling in the fleet".to_string();
+                    }
+                    self.mirror.cool(key, now, until, &cause);
                 }
             }
-            (Some("recover"), Some(key), _, _) => self.mirror.recover(key, u64::MAX),
+            (Some("recover"), Some(key), _) => self.mirror.recover(key, u64::MAX),
             _ => {}
         }
     }
@@ -318,18 +378,19 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
             Some(Write::Cool {
                 key,
                 ms,
-                reason,
+                cause,
                 until_ms,
             }) => {
-                let line = format!("cool\t{key}\t{until_ms}\t{reason}");
+                let cooling = encode_cooling(until_ms, &cause);
+                let line = format!("cool\t{key}\t{cooling}");
                 let mut call = COOL_SCRIPT.key(this.key("cool", &key));
                 call.key(&this.index)
                     .key(&this.channel)
                     .arg(ms)
-                    .arg(&reason)
+                    .arg(&cause.reason)
                     .arg(&line)
                     .arg(&key)
-                    .arg(format!("{until_ms}\t{reason}"));
+                    .arg(&cooling);
                 tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
                     .await
                     .map(|r| r.map(|_| ()))
@@ -526,10 +587,9 @@ async fn read_index(state: Weak<RedisState>, wait: Duration) {
                 let now = unix_ms(SystemTime::now());
                 let mut ended = Vec::new();
                 for (key, value) in &entries {
-                    let (until, reason) = value.split_once('\t').unwrap_or((value, ""));
-                    match until.parse::<u64>() {
-                        Ok(until) if until > now => {
-                            this.heard(&format!("cool\t{key}\t{until}\t{reason}"))
+                    match decode_cooling(value) {
+                        Some((until, _)) if until > now => {
+                            this.heard(&format!("cool\t{key}\t{value}"))
                         }
                         _ => ended.push(key.clone()),
                     }
@@ -548,16 +608,16 @@ async fn read_index(state: Weak<RedisState>, wait: Duration) {
                 let wall = SystemTime::now();
                 for (key, left) in this.mirror.cooldowns(wall) {
                     if !entries.contains_key(&key) {
-                        let reason = this
+                        let cause = this
                             .mirror
                             .cooling(&key, wall)
-                            .map_or_else(String::new, |c| c.reason);
+                            .map_or_else(Cause::default, |c| c.cause);
                         let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
                         let _ = this.writes.send(Write::Cool {
                             until_ms: unix_ms(wall).saturating_add(ms),
                             key,
                             ms,
-                            reason,
+                            cause,
                         });
                     }
                 }
@@ -588,8 +648,8 @@ impl EngineState for RedisState {
         self.mirror.cooling(key, now)
     }
 
-    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str) {
-        self.mirror.cool(key, now, until, reason);
+    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, cause: &Cause) {
+        self.mirror.cool(key, now, until, cause);
         // Redis keeps it for as long, in real time; the fleet is told the
         // same end as this mirror holds, so the echo changes nothing here
         // (under a FakeSleeper, whose clock is not the real one, too).
@@ -598,9 +658,15 @@ impl EngineState for RedisState {
         let _ = self.writes.send(Write::Cool {
             key: key.to_string(),
             ms,
-            reason: reason.to_string(),
+            cause: cause.clone(),
             until_ms: unix_ms(until),
         });
+    }
+
+    /// Kept in this process: headroom is what this client's own requests
+    /// were told.
+    fn saw_headroom(&self, key: &str, now: SystemTime, headroom: Headroom) {
+        self.mirror.saw_headroom(key, now, headroom);
     }
 
     fn failures_in_a_row(&self, key: &str) -> u32 {
@@ -763,6 +829,12 @@ impl FleetState for RedisState {
         self.mirror.cooldowns(now)
     }
 
+    /// The mirror's: the fleet's cooldowns with their causes, this
+    /// process's headroom and probes.
+    fn health(&self, now: SystemTime) -> Vec<(String, Health)> {
+        self.mirror.health(now)
+    }
+
     fn settle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         let mut synced = self.synced_once.subscribe();
         let timeout = self.timeout;
@@ -814,5 +886,40 @@ mod tests {
         assert_eq!(buckets(&budget(10)), (1, 10));
         assert_eq!(buckets(&budget(86_400)), (8_640, 10));
         assert_eq!(buckets(&budget(25)), (3, 9));
+    }
+
+    #[test]
+    fn a_stored_cooldown_carries_its_cause_and_old_values_still_read() {
+        let cause = Cause {
+            reason: "it asked\tfor 30s".to_string(),
+            kind: Some(ErrorKind::RateLimited),
+            status: Some(429),
+            retry_after: Some(Duration::from_micros(30_000_500)),
+        };
+        let stored = encode_cooling(1_700_000_000_000, &cause);
+        let (until, read) = decode_cooling(&stored).unwrap();
+        assert_eq!(until, 1_700_000_000_000);
+        assert_eq!(
+            read,
+            Cause {
+                reason: "it asked for 30s".to_string(),
+                ..cause
+            }
+        );
+        // A headroom cooldown: no kind, status or hint.
+        let words = Cause::because("its rate limit is exhausted for 2.000s");
+        assert_eq!(decode_cooling(&encode_cooling(5, &words)), Some((5, words)));
+        // Written before the cause crossed: the reason alone, or nothing.
+        assert_eq!(
+            decode_cooling("7\tit asked for 60s"),
+            Some((7, Cause::because("it asked for 60s")))
+        );
+        assert_eq!(decode_cooling("7"), Some((7, Cause::because(""))));
+        // Parts that do not read leave the whole rest as the reason.
+        assert_eq!(
+            decode_cooling("7\ta\tnot_a_kind\t429\t1"),
+            Some((7, Cause::because("a\tnot_a_kind\t429\t1")))
+        );
+        assert_eq!(decode_cooling("soon\tx"), None);
     }
 }

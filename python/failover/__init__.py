@@ -28,6 +28,7 @@ from ._exceptions import (
     StreamInterrupted,
 )
 from ._fleet import RedisState
+from ._health import Headroom, ProviderHealth
 from ._hints import retry_after
 from ._models import Embeddings, Response, Tool, ToolCall
 from ._native import __version__
@@ -71,6 +72,7 @@ __all__ = [
     "FailoverError",
     "Gemini",
     "Groq",
+    "Headroom",
     "InsufficientCredits",
     "Mistral",
     "ModelNotFound",
@@ -83,6 +85,7 @@ __all__ = [
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderHealth",
     "ProviderOverloaded",
     "ProviderTimeout",
     "RateLimited",

@@ -8,6 +8,7 @@ from ._cost import Price, Pricing
 from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
+from ._health import ProviderHealth, _health
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
@@ -299,10 +300,23 @@ class Client:
         ``name:embeddings`` for embeddings, ``name:embeddings/model`` for an
         embeddings call's own ``model=``). Time is the sleeper's: a
         FakeSleeper's virtual clock in tests."""
+        return dict(self._native.cooldowns(self._now()))
+
+    def health(self) -> dict[str, ProviderHealth]:
+        """Each provider's :class:`ProviderHealth`, by the keys of
+        ``cooldowns()``: every provider (and pool member) under its name,
+        healthy ones too, and its other keys (embeddings, a call's own
+        ``model=``) once used. With ``RedisState``, cooldowns and their
+        causes are the fleet's. Time is the sleeper's, as for
+        ``cooldowns()``. A snapshot: cheap, from any thread."""
+        return _health(self._native.health(self._now()))
+
+    def _now(self) -> float | None:
+        """Now on the sleeper's clock (a FakeSleeper's virtual time), or
+        ``None`` for the system clock."""
         sleeper = self._sleeper if self._sleeper is not None else _sleep.active
         clock = getattr(sleeper, "_native_clock", None)
-        now = clock.time() if clock is not None else None
-        return dict(self._native.cooldowns(now))
+        return clock.time() if clock is not None else None
 
     def __enter__(self) -> Client:
         return self

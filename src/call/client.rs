@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::state_key::StateKey;
-use crate::engine::{FleetState, SharedState};
+use crate::engine::{FleetState, Health, SharedState};
 use crate::providers::{self, ProviderConfig};
 
 /// What a client holds for its calls, whatever face made it.
@@ -55,6 +55,31 @@ impl Client {
                 mine.then_some((key.shown, left))
             })
             .collect()
+    }
+
+    /// What the state knows of this client's providers at `now`, by the
+    /// part of their state key a caller is shown (as [`Client::cooldowns`]):
+    /// every provider under its name, one never seen as healthy, and its
+    /// other keys (embeddings, a call's own `model=`) once the state has
+    /// seen them.
+    pub fn health(&self, now: SystemTime) -> Vec<(String, Health)> {
+        let mut seen: Vec<(String, Health)> = self
+            .state
+            .health(now)
+            .into_iter()
+            .filter_map(|(key, health)| {
+                let key = StateKey::parse(&key)?;
+                let mine = self.providers.iter().any(|config| key.is_of(config));
+                mine.then_some((key.shown, health))
+            })
+            .collect();
+        for config in &self.providers {
+            if !seen.iter().any(|(shown, _)| *shown == config.name) {
+                seen.push((config.name.clone(), Health::default()));
+            }
+        }
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        seen
     }
 
     /// The next turn of the pool whose first member is `first` (a client

@@ -195,10 +195,22 @@ fn cooldowns_show_only_this_clients_keys() {
     let client = client(vec![provider("a", "http://127.0.0.1:9/v1")]);
     let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
     let until = now + Duration::from_secs(30);
-    client.state.engine().cool("a|m-1", now, until, "x");
-    client.state.engine().cool("a/m-2|m-2", now, until, "x");
-    client.state.engine().cool("a|other", now, until, "x");
-    client.state.engine().cool("b|m-1", now, until, "x");
+    client
+        .state
+        .engine()
+        .cool("a|m-1", now, until, &crate::engine::Cause::because("x"));
+    client
+        .state
+        .engine()
+        .cool("a/m-2|m-2", now, until, &crate::engine::Cause::because("x"));
+    client
+        .state
+        .engine()
+        .cool("a|other", now, until, &crate::engine::Cause::because("x"));
+    client
+        .state
+        .engine()
+        .cool("b|m-1", now, until, &crate::engine::Cause::because("x"));
     let shown: Vec<String> = client.cooldowns(now).into_iter().map(|(k, _)| k).collect();
     assert_eq!(shown, ["a/m-2", "a"]);
 }
@@ -302,7 +314,10 @@ fn a_member_out_of_a_pools_running_hands_its_turns_to_every_other_evenly() {
         // The first cooling: its turns go to both others alike (not all to
         // the one after it), and it is tried last of the pool.
         let until = now() + Duration::from_secs(600);
-        client.state.engine().cool("a|m-1", now(), until, "x");
+        client
+            .state
+            .engine()
+            .cool("a|m-1", now(), until, &crate::engine::Cause::because("x"));
         let firsts = first_members(&client, &[0, 1, 2, 3], &pool, 12);
         assert_eq!(firsts, [0, 6, 6, 0], "{:?}", pool[0].strategy);
         let mut plan = Plan::new(Arc::clone(&client), &[0, 1, 2, 3], &Job::Chat(chat(None)));
@@ -805,8 +820,22 @@ impl crate::engine::EngineState for Unanswering {
     fn cooling(&self, key: &str, now: std::time::SystemTime) -> Option<crate::engine::Cooling> {
         self.local.cooling(key, now)
     }
-    fn cool(&self, key: &str, now: std::time::SystemTime, until: std::time::SystemTime, why: &str) {
-        self.local.cool(key, now, until, why)
+    fn cool(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        until: std::time::SystemTime,
+        cause: &crate::engine::Cause,
+    ) {
+        self.local.cool(key, now, until, cause)
+    }
+    fn saw_headroom(
+        &self,
+        key: &str,
+        now: std::time::SystemTime,
+        headroom: crate::engine::Headroom,
+    ) {
+        self.local.saw_headroom(key, now, headroom)
     }
     fn failures_in_a_row(&self, key: &str) -> u32 {
         self.local.failures_in_a_row(key)
@@ -860,6 +889,9 @@ impl crate::engine::EngineState for Unanswering {
 impl crate::engine::FleetState for Unanswering {
     fn cooldowns(&self, now: std::time::SystemTime) -> Vec<(String, Duration)> {
         self.local.cooldowns(now)
+    }
+    fn health(&self, now: std::time::SystemTime) -> Vec<(String, crate::engine::Health)> {
+        self.local.health(now)
     }
     fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::pending())

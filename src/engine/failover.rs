@@ -6,8 +6,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
+use super::hints::Headroom;
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
-use super::state::{Cooling, EngineState};
+use super::state::{Cause, Cooling, EngineState};
 use super::usage::Usage;
 
 /// A provider taking part in one call: what the engine needs of it.
@@ -136,12 +137,12 @@ impl Passed {
                 format!(
                     "cooling down for {:.1}s more: {}",
                     left.as_secs_f64(),
-                    c.reason
+                    c.cause.reason
                 )
             }
             Passed::Probed(c) => format!(
                 "being probed by another call since its cooldown ended ({})",
-                c.reason
+                c.cause.reason
             ),
         }
     }
@@ -216,6 +217,10 @@ pub trait Answer {
     }
     /// What the provider reported the attempt used, when it did.
     fn usage(&self) -> Option<Usage> {
+        None
+    }
+    /// The rate-limit headroom its headers report, for `health()`.
+    fn headroom(&self, _now: SystemTime) -> Option<Headroom> {
         None
     }
 }
@@ -476,6 +481,9 @@ where
                     if let Some(state) = spec.state {
                         let now = clock.wall();
                         state.recover(slot.state_key, sent_at);
+                        if let Some(headroom) = value.headroom(now) {
+                            state.saw_headroom(slot.state_key, now, headroom);
+                        }
                         // No headroom left: the next call goes elsewhere
                         // rather than spend a request on a 429.
                         if let Some(reset) = value.exhausted_for(now) {
@@ -485,7 +493,7 @@ where
                             );
                             let (cool_for, why) = spec.policy.hinted_cooldown(reset, why);
                             let until = now.checked_add(cool_for).unwrap_or(now);
-                            state.cool(slot.state_key, now, until, &why);
+                            state.cool(slot.state_key, now, until, &Cause::because(why));
                         }
                     }
                     let status = Some(value.status());
@@ -617,7 +625,13 @@ where
                 if let Some((cool_for, why)) = spec.policy.cooldown(failure.kind, hinted, streak) {
                     let now = clock.wall();
                     let until = now.checked_add(cool_for).unwrap_or(now);
-                    state.cool(slot.state_key, now, until, &why);
+                    let cause = Cause {
+                        reason: why,
+                        kind: Some(failure.kind),
+                        status: failure.status,
+                        retry_after: hinted,
+                    };
+                    state.cool(slot.state_key, now, until, &cause);
                 }
             }
             if fail_over && !is_last {
@@ -1463,12 +1477,18 @@ mod tests {
             ..RetryPolicy::default()
         };
         let now = shared.clock.wall();
-        shared
-            .state
-            .cool("p0", now, now + Duration::from_secs(30), "x");
-        shared
-            .state
-            .cool("p1", now, now + Duration::from_secs(10), "y");
+        shared.state.cool(
+            "p0",
+            now,
+            now + Duration::from_secs(30),
+            &Cause::because("x"),
+        );
+        shared.state.cool(
+            "p1",
+            now,
+            now + Duration::from_secs(10),
+            &Cause::because("y"),
+        );
         let (called, result) = shared.call(&policy, vec![Ok("b")]);
         assert_eq!((called, result.unwrap().provider), (vec![1], 1));
     }
@@ -1543,7 +1563,7 @@ mod tests {
             "p1",
             now,
             now + Duration::from_secs(120),
-            "it asked for 120s",
+            &Cause::because("it asked for 120s"),
         );
         // p0 is the last provider left: its normal retries, then the error,
         // with p1 recorded after p0's attempts, where it stands in the chain.
@@ -1613,9 +1633,15 @@ mod tests {
             shared.state.cooldowns(now),
             vec![("p0".to_string(), Duration::from_secs(3600))]
         );
+        // The cause beside the reason: the failure that set it, its hint uncut.
         assert_eq!(
-            shared.state.cooling("p0", now).unwrap().reason,
-            "it asked for 7200s, cut to the 3600s cap"
+            shared.state.cooling("p0", now).unwrap().cause,
+            Cause {
+                reason: "it asked for 7200s, cut to the 3600s cap".to_string(),
+                kind: Some(RateLimited),
+                status: Some(429),
+                retry_after: Some(secs(7200.0)),
+            }
         );
         let shared = Shared::new(1);
         let (_, _) = shared.call(&lone, vec![rate_limited("120")]);
@@ -1656,7 +1682,7 @@ mod tests {
             keys: vec!["p0".to_string()],
         };
         let t0 = alone.clock.wall();
-        alone.state.cool("p0", t0, t0, "x");
+        alone.state.cool("p0", t0, t0, &Cause::because("x"));
         let _held = alone
             .state
             .take_probe("p0", t0, Duration::from_secs(60), None);
@@ -1686,7 +1712,7 @@ mod tests {
     fn a_probing_call_that_is_dropped_gives_the_probe_back() {
         let shared = Shared::new(2);
         let now = shared.clock.wall();
-        shared.state.cool("p0", now, now, "x");
+        shared.state.cool("p0", now, now, &Cause::because("x"));
         let slots: Vec<ProviderSlot> = shared
             .keys
             .iter()

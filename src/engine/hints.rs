@@ -201,6 +201,60 @@ pub fn anthropic_reset(headers: &Headers, now: SystemTime) -> Option<Duration> {
         .max()
 }
 
+/// The rate-limit headroom a response reported: what is left of its
+/// request and token limits and when each resets (a time on the clock the
+/// headers were read at). Fields a response does not carry are `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Headroom {
+    pub requests: Option<u64>,
+    pub tokens: Option<u64>,
+    pub requests_reset: Option<SystemTime>,
+    pub tokens_reset: Option<SystemTime>,
+}
+
+/// The headroom in a response's headers (the ones [`exhausted_reset`]
+/// reads: OpenAI's `x-ratelimit-*`, Anthropic's `anthropic-ratelimit-*`),
+/// or `None` when they say nothing of it. Anthropic's tokens are its
+/// `tokens` limit, else the tighter of its input and output token limits.
+pub fn headroom(headers: &Headers, now: SystemTime) -> Option<Headroom> {
+    let count = |name: &str| headers.get(name)?.trim().parse::<u64>().ok();
+    let after = |wait: Duration| now.checked_add(wait.min(MAX_WAIT));
+    let openai_reset = |family: &str| {
+        let wait = go_duration(headers.get(&format!("x-ratelimit-reset-{family}"))?)?;
+        after(wait)
+    };
+    let anthropic = |family: &str| {
+        let left = count(&format!("anthropic-ratelimit-{family}-remaining"))?;
+        let reset = headers
+            .get(&format!("anthropic-ratelimit-{family}-reset"))
+            .and_then(rfc3339)
+            .filter(|at| *at != UNIX_EPOCH)
+            .map(|at| at.max(now));
+        Some((left, reset))
+    };
+    let anthropic_tokens = anthropic("tokens").or_else(|| {
+        match (anthropic("input-tokens"), anthropic("output-tokens")) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    });
+    let requests = count("x-ratelimit-remaining-requests")
+        .map(|left| (left, openai_reset("requests")))
+        .or_else(|| anthropic("requests"));
+    let tokens = count("x-ratelimit-remaining-tokens")
+        .map(|left| (left, openai_reset("tokens")))
+        .or(anthropic_tokens);
+    if requests.is_none() && tokens.is_none() {
+        return None;
+    }
+    Some(Headroom {
+        requests: requests.map(|(left, _)| left),
+        tokens: tokens.map(|(left, _)| left),
+        requests_reset: requests.and_then(|(_, reset)| reset),
+        tokens_reset: tokens.and_then(|(_, reset)| reset),
+    })
+}
+
 fn exhausted(remaining: Option<&str>) -> bool {
     remaining.map(str::trim) == Some("0")
 }
@@ -595,6 +649,59 @@ mod tests {
             ("anthropic-ratelimit-tokens-reset", "2020-01-01T00:00:00Z"),
         ];
         assert_eq!(wait(&past), ms(0));
+    }
+
+    #[test]
+    fn headroom_reads_what_is_left_and_when_it_resets() {
+        let openai = h(&[
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "6m0s"),
+            ("x-ratelimit-remaining-tokens", "1000"),
+            ("x-ratelimit-reset-tokens", "76ms"),
+        ]);
+        assert_eq!(
+            headroom(&openai, at(NOW)),
+            Some(Headroom {
+                requests: Some(0),
+                tokens: Some(1000),
+                requests_reset: Some(at(NOW + 360)),
+                tokens_reset: Some(at(NOW) + Duration::from_millis(76)),
+            })
+        );
+        // Anthropic: the tighter of input and output tokens without a
+        // `tokens` limit; a placeholder reset is no reset.
+        let anthropic = h(&[
+            ("anthropic-ratelimit-requests-remaining", "49"),
+            ("anthropic-ratelimit-requests-reset", "1970-01-01T00:00:00Z"),
+            ("anthropic-ratelimit-input-tokens-remaining", "800"),
+            (
+                "anthropic-ratelimit-input-tokens-reset",
+                "2025-06-15T15:07:05Z",
+            ),
+            ("anthropic-ratelimit-output-tokens-remaining", "90"),
+            (
+                "anthropic-ratelimit-output-tokens-reset",
+                "2025-06-15T15:06:50Z",
+            ),
+        ]);
+        assert_eq!(
+            headroom(&anthropic, at(NOW)),
+            Some(Headroom {
+                requests: Some(49),
+                tokens: Some(90),
+                requests_reset: None,
+                tokens_reset: Some(at(NOW + 10)),
+            })
+        );
+        // Only a reset, or a count that is not one: nothing seen.
+        assert_eq!(
+            headroom(&h(&[("x-ratelimit-reset-requests", "6m0s")]), at(NOW)),
+            None
+        );
+        assert_eq!(
+            headroom(&h(&[("x-ratelimit-remaining-requests", "-1")]), at(NOW)),
+            None
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ pub use failover::{
     passed_over, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
     CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
-pub use hints::Headers;
+pub use hints::{Headers, Headroom};
 pub use policy::{Backoff, Preset, RetryPolicy};
-pub use state::{Cooling, EngineState, FleetState, LocalState, RetryBudget, SharedState};
+pub use state::{
+    Cause, Cooling, EngineState, FleetState, Health, LocalState, RetryBudget, SharedState,
+};
 pub use usage::Usage;

@@ -10,6 +10,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use super::classify::ErrorKind;
+use super::hints::Headroom;
+
 /// How much retrying a provider may add to its traffic (Finagle's retry
 /// budget): same-provider retries within `window` may be at most `ratio` of
 /// the first attempts in it, plus a reserve of `min_retries_per_second ×
@@ -43,6 +46,27 @@ pub fn spare(left: Option<Duration>) -> Option<Duration> {
     left.map(|l| l.mul_f64(SPARE))
 }
 
+/// Why a provider cools down: in words, and for a failure, what it was
+/// (its kind, its status, the wait it asked for); a cooldown for exhausted
+/// headroom has no kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cause {
+    pub reason: String,
+    pub kind: Option<ErrorKind>,
+    pub status: Option<u16>,
+    pub retry_after: Option<Duration>,
+}
+
+impl Cause {
+    /// A cause known only in words.
+    pub fn because(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            ..Self::default()
+        }
+    }
+}
+
 /// A provider cooling down: since and until when, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cooling {
@@ -51,7 +75,20 @@ pub struct Cooling {
     pub epoch: u64,
     pub since: SystemTime,
     pub until: SystemTime,
-    pub reason: String,
+    pub cause: Cause,
+}
+
+/// What the state knows of one key, for `health()`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    /// The last cooldown no success has ended: running, or ended with the
+    /// circuit half-open.
+    pub open: Option<Cooling>,
+    pub failures_in_a_row: u32,
+    /// The headroom the last success reported, and when it was read.
+    pub headroom: Option<(SystemTime, Headroom)>,
+    /// A call of this process holds the probe of its half-open circuit.
+    pub probing: bool,
 }
 
 /// What the engine asks of the state calls share, during a call. Keys name
@@ -59,10 +96,14 @@ pub struct Cooling {
 pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// The cooldown `key` is in at `now`, if any.
     fn cooling(&self, key: &str, now: SystemTime) -> Option<Cooling>;
-    /// Cools `key` from `now` until `until` (a later cooldown already set
-    /// stands). Failures while it is already cooling (calls that were in
-    /// flight when it began) do not count as failing again.
-    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str);
+    /// Cools `key` from `now` until `until`, for `cause` (a later cooldown
+    /// already set stands, with its cause). A cause with a kind is a
+    /// failure, counted in a row; not while it is already cooling (calls
+    /// that were in flight when it began fail together), and not a
+    /// cooldown for exhausted headroom (a success).
+    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, cause: &Cause);
+    /// The rate-limit headroom a success from `key` reported at `now`.
+    fn saw_headroom(&self, key: &str, now: SystemTime, headroom: Headroom);
     /// How many times in a row `key` has been cooled for failing, since its
     /// last success (the short cooldown doubles with it).
     fn failures_in_a_row(&self, key: &str) -> u32;
@@ -117,6 +158,9 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
 pub trait FleetState: Send + Sync {
     /// Every cooldown still running at `now`, by key.
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)>;
+    /// What the state knows of every key it has seen, at `now` (a
+    /// snapshot: one lock, no wait on a fleet-wide store).
+    fn health(&self, now: SystemTime) -> Vec<(String, Health)>;
     /// Waits (briefly) until the state is current, before a call reads it:
     /// a fleet-wide store's first read. In process: at once.
     fn settle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
@@ -157,6 +201,8 @@ struct Entry {
     /// The probe of a half-open circuit: its token and when its lease ends.
     probe: Option<(u64, SystemTime)>,
     failures: u32,
+    /// The headroom the last success reported, and when.
+    headroom: Option<(SystemTime, Headroom)>,
     /// First attempts and retries in the budget's window, oldest first.
     calls: VecDeque<SystemTime>,
     retries: VecDeque<SystemTime>,
@@ -210,10 +256,10 @@ impl EngineState for LocalState {
         entries.get(key)?.cooling.clone().filter(|c| c.until > now)
     }
 
-    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, reason: &str) {
+    fn cool(&self, key: &str, now: SystemTime, until: SystemTime, cause: &Cause) {
         self.with(key, |entry| {
             let cooling = entry.cooling.as_ref().filter(|c| c.until > now);
-            if cooling.is_none() {
+            if cooling.is_none() && cause.kind.is_some() {
                 entry.failures = entry.failures.saturating_add(1);
             }
             if cooling.is_some_and(|c| c.until >= until) {
@@ -224,9 +270,13 @@ impl EngineState for LocalState {
                 epoch: cooling.map_or(epoch, |c| c.epoch),
                 since: cooling.map_or(now, |c| c.since),
                 until,
-                reason: reason.to_string(),
+                cause: cause.clone(),
             });
         });
+    }
+
+    fn saw_headroom(&self, key: &str, now: SystemTime, headroom: Headroom) {
+        self.with(key, |entry| entry.headroom = Some((now, headroom)));
     }
 
     fn failures_in_a_row(&self, key: &str) -> u32 {
@@ -328,20 +378,43 @@ impl EngineState for LocalState {
     }
 }
 
+/// How long a cooldown has left at `now`, in whole microseconds (a
+/// jittered virtual sleep leaves nanoseconds of float rounding that no one
+/// asked for); `None` once it has ended.
+pub fn time_left(cooling: &Cooling, now: SystemTime) -> Option<Duration> {
+    let left = cooling.until.duration_since(now).ok()?;
+    let left = Duration::from_micros((left.as_nanos() as f64 / 1e3).round() as u64);
+    (!left.is_zero()).then_some(left)
+}
+
 impl FleetState for LocalState {
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<(String, Duration)> = entries
             .iter()
             .filter_map(|(key, entry)| {
-                let left = entry.cooling.as_ref()?.until.duration_since(now).ok()?;
-                // Whole microseconds: a jittered virtual sleep leaves
-                // nanoseconds of float rounding that no one asked for.
-                let left = Duration::from_micros((left.as_nanos() as f64 / 1e3).round() as u64);
-                (!left.is_zero()).then(|| (key.clone(), left))
+                Some((key.clone(), time_left(entry.cooling.as_ref()?, now)?))
             })
             .collect();
         out.sort();
+        out
+    }
+
+    fn health(&self, now: SystemTime) -> Vec<(String, Health)> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(String, Health)> = entries
+            .iter()
+            .map(|(key, entry)| {
+                let health = Health {
+                    open: entry.cooling.clone(),
+                    failures_in_a_row: entry.failures,
+                    headroom: entry.headroom,
+                    probing: entry.probe.is_some_and(|(_, ends)| ends > now),
+                };
+                (key.clone(), health)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 }
@@ -357,14 +430,21 @@ mod tests {
     #[test]
     fn cooldowns_end_at_their_time_or_on_success() {
         let state = LocalState::new();
-        state.cool("a", at(0), at(60), "asked for 60s");
+        let asked = Cause {
+            kind: Some(ErrorKind::RateLimited),
+            ..Cause::because("asked for 60s")
+        };
+        state.cool("a", at(0), at(60), &asked);
         assert!(state.cooling("a", at(59)).is_some());
         assert!(state.cooling("a", at(60)).is_none());
         // A shorter cooldown does not cut a longer one short, and a failure
         // while cooling (a call already in flight) is not failing again.
-        state.cool("a", at(1), at(10), "short");
-        assert_eq!(state.cooling("a", at(30)).unwrap().reason, "asked for 60s");
+        state.cool("a", at(1), at(10), &Cause::because("short"));
+        assert_eq!(state.cooling("a", at(30)).unwrap().cause, asked);
         assert_eq!(state.failures_in_a_row("a"), 1);
+        // A cooldown for exhausted headroom (no kind) is no failure.
+        state.cool("h", at(0), at(1), &Cause::because("exhausted"));
+        assert_eq!(state.failures_in_a_row("h"), 0);
         assert_eq!(
             state.cooldowns(at(30)),
             vec![("a".to_string(), Duration::from_secs(30))]
@@ -375,6 +455,59 @@ mod tests {
         state.recover("a", state.epoch());
         assert!(state.cooling("a", at(30)).is_none());
         assert_eq!(state.failures_in_a_row("a"), 0);
+    }
+
+    #[test]
+    fn health_is_a_snapshot_of_every_key_under_the_callers_clock() {
+        let state = LocalState::new();
+        let limited = Cause {
+            reason: "it asked for 30s".to_string(),
+            kind: Some(ErrorKind::RateLimited),
+            status: Some(429),
+            retry_after: Some(Duration::from_secs(30)),
+        };
+        state.cool("a", at(0), at(30), &limited);
+        // A shorter cooldown while it cools keeps the first one's cause.
+        state.cool("a", at(1), at(5), &Cause::because("short"));
+        let seen = Headroom {
+            requests: Some(0),
+            tokens: None,
+            requests_reset: Some(at(62)),
+            tokens_reset: None,
+        };
+        state.saw_headroom("b", at(2), seen);
+        state.note_call("c", at(0), &RetryBudget::default());
+        let health = state.health(at(10));
+        let keys: Vec<&str> = health.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+        let a = &health[0].1;
+        assert_eq!(a.open.as_ref().unwrap().cause, limited);
+        assert_eq!(a.open.as_ref().unwrap().until, at(30));
+        assert_eq!(
+            time_left(a.open.as_ref().unwrap(), at(10)),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(
+            (a.failures_in_a_row, a.probing, a.headroom),
+            (1, false, None)
+        );
+        assert_eq!(health[1].1.headroom, Some((at(2), seen)));
+        assert_eq!(health[2].1, Health::default());
+        // Past its end the circuit is half-open: still open, with its cause,
+        // and probing while a call holds the probe's lease.
+        let token = state
+            .take_probe("a", at(30), Duration::from_secs(5), None)
+            .unwrap();
+        let a = &state.health(at(31))[0].1;
+        assert!(a.probing && a.open.is_some());
+        assert!(!state.health(at(36))[0].1.probing, "the lease ran out");
+        state.release_probe("a", token);
+        // A success ends it and the count; the headroom seen stays.
+        state.recover("a", state.epoch());
+        state.recover("b", state.epoch());
+        let health = state.health(at(40));
+        assert_eq!(health[0].1, Health::default());
+        assert_eq!(health[1].1.headroom, Some((at(2), seen)));
     }
 
     #[test]
@@ -410,7 +543,7 @@ mod tests {
             state.half_open("a", at(0)).is_none(),
             "never cooled: closed"
         );
-        state.cool("a", at(0), at(10), "failed");
+        state.cool("a", at(0), at(10), &Cause::because("failed"));
         assert!(state.half_open("a", at(9)).is_none(), "still cooling");
         assert!(state.half_open("a", at(10)).is_some());
         let first = state.take_probe("a", at(10), lease, None).unwrap();

@@ -36,12 +36,22 @@ impl crate::engine::Answer for Reply {
     }
 
     fn exhausted_for(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
-        let headers = match self {
+        crate::engine::hints::exhausted_reset(self.headers(), now)
+    }
+
+    fn headroom(&self, now: std::time::SystemTime) -> Option<crate::engine::Headroom> {
+        crate::engine::hints::headroom(self.headers(), now)
+    }
+}
+
+impl Reply {
+    /// The headers the answer came with.
+    fn headers(&self) -> &crate::engine::Headers {
+        match self {
             Self::Chat(chat) => &chat.headers,
             Self::Embed(embed) => &embed.headers,
             Self::Stream(stream) => stream.live.headers(),
-        };
-        crate::engine::hints::exhausted_reset(headers, now)
+        }
     }
 }
 

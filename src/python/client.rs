@@ -11,7 +11,7 @@ use super::errors::{configuration_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::json::{json_from, list_from, text_arg};
 use super::runtime::{self, runtime, Interrupt, Pools, SyncDriver};
-use super::seam::{optional_seconds, CallArgs, EmbedArgs, ProviderSpec, TransportSpec};
+use super::seam::{optional_seconds, CallArgs, EmbedArgs, HealthData, ProviderSpec, TransportSpec};
 use super::stream::NativeStream;
 use crate::call::{self, Plan, Pool, Strategy};
 use crate::conversation;
@@ -132,21 +132,26 @@ impl NativeClient {
     /// seconds of the client's sleeper clock; `None`: the system clock).
     #[pyo3(signature = (now=None))]
     fn cooldowns(&self, now: Option<f64>) -> PyResult<Vec<(String, f64)>> {
-        let now = match now {
-            Some(secs) => {
-                std::time::UNIX_EPOCH
-                    + engine::hints::secs(secs).ok_or_else(|| {
-                        configuration_error("now must be Unix seconds (a finite number >= 0)")
-                    })?
-            }
-            None => std::time::SystemTime::now(),
-        };
         Ok(self
             .inner
             .core
-            .cooldowns(now)
+            .cooldowns(wall_time(now)?)
             .into_iter()
             .map(|(key, left)| (key, left.as_secs_f64()))
+            .collect())
+    }
+
+    /// What the state knows of each of this client's providers at `now`
+    /// (as for `cooldowns`), by the same keys; healthy ones too.
+    #[pyo3(signature = (now=None))]
+    fn health(&self, now: Option<f64>) -> PyResult<Vec<(String, HealthData)>> {
+        let now = wall_time(now)?;
+        Ok(self
+            .inner
+            .core
+            .health(now)
+            .into_iter()
+            .map(|(key, health)| (key, HealthData::new(health, now)))
             .collect())
     }
 
@@ -160,6 +165,20 @@ impl NativeClient {
     fn is_closed(&self) -> bool {
         self.inner.pools.is_closed()
     }
+}
+
+/// `now` as Python gives it: Unix seconds of the client's sleeper clock, or
+/// `None` for the system clock.
+fn wall_time(now: Option<f64>) -> PyResult<std::time::SystemTime> {
+    Ok(match now {
+        Some(secs) => {
+            std::time::UNIX_EPOCH
+                + engine::hints::secs(secs).ok_or_else(|| {
+                    configuration_error("now must be Unix seconds (a finite number >= 0)")
+                })?
+        }
+        None => std::time::SystemTime::now(),
+    })
 }
 
 impl NativeClient {

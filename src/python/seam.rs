@@ -423,6 +423,60 @@ pub fn attempts_list(
     Ok(PyList::new(py, items)?.unbind())
 }
 
+/// A `Headroom` as Python reads it: `(seen, requests, tokens, requests_reset,
+/// tokens_reset)`, times in Unix seconds (`failover.Headroom` is built from it).
+pub type HeadroomData = (f64, Option<u64>, Option<u64>, Option<f64>, Option<f64>);
+
+/// What the state knows of one provider (`failover.ProviderHealth` is built
+/// from it), its times Unix seconds of the clock `health()` was asked on.
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct HealthData {
+    pub cooling: bool,
+    pub until: Option<f64>,
+    pub seconds_left: Option<f64>,
+    pub half_open: bool,
+    pub reason: Option<String>,
+    pub kind: Option<&'static str>,
+    pub status: Option<u16>,
+    pub retry_after: Option<f64>,
+    pub failures_in_a_row: u32,
+    pub headroom: Option<HeadroomData>,
+    pub probing: bool,
+}
+
+impl HealthData {
+    pub fn new(health: crate::engine::Health, now: std::time::SystemTime) -> Self {
+        let unix = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        };
+        let open = health.open.as_ref();
+        let left = open.and_then(|c| crate::engine::state::time_left(c, now));
+        let cause = open.map(|c| &c.cause);
+        Self {
+            cooling: left.is_some(),
+            until: left.and(open).map(|c| unix(c.until)),
+            seconds_left: left.map(|l| l.as_secs_f64()),
+            half_open: open.is_some() && left.is_none(),
+            reason: cause.map(|c| c.reason.clone()),
+            kind: cause.and_then(|c| c.kind).map(ErrorKind::as_str),
+            status: cause.and_then(|c| c.status),
+            retry_after: cause.and_then(|c| c.retry_after).map(|d| d.as_secs_f64()),
+            failures_in_a_row: health.failures_in_a_row,
+            headroom: health.headroom.map(|(seen, h)| {
+                (
+                    unix(seen),
+                    h.requests,
+                    h.tokens,
+                    h.requests_reset.map(unix),
+                    h.tokens_reset.map(unix),
+                )
+            }),
+            probing: health.probing,
+        }
+    }
+}
+
 /// A tool call the model made (`failover.ToolCall` is built from it).
 #[pyclass(frozen, get_all, module = "failover._native")]
 pub struct ToolCallData {
