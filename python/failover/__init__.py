@@ -47,6 +47,7 @@ from ._providers import (
     Pool,
     Provider,
 )
+from ._stats import ProviderStats, Stats
 from ._stream import AsyncStream, Chunk, Stream
 from ._usage import Usage
 
@@ -84,6 +85,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderOverloaded",
+    "ProviderStats",
     "ProviderTimeout",
     "RateLimited",
     "RedisState",
@@ -92,6 +94,7 @@ __all__ = [
     "RetryPolicy",
     "RetryScheduled",
     "ServerError",
+    "Stats",
     "Stream",
     "StreamInterrupted",
     "Tool",

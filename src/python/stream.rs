@@ -343,6 +343,21 @@ impl NativeStream {
         driver.response.as_ref().map(|r| r.clone_ref(py))
     }
 
+    /// Every attempt of a stream closed while it was being read, the one
+    /// cut by the close last (`None`: not closed so, or a read holds the
+    /// stream at this moment).
+    #[getter]
+    fn closed_attempts(&self, py: Python<'_>) -> PyResult<Option<Py<PyList>>> {
+        let Ok(driver) = self.driver.try_lock() else {
+            return Ok(None);
+        };
+        let Some(attempts) = driver.core.closed_attempts() else {
+            return Ok(None);
+        };
+        let configs = driver.core.call.plan.configs();
+        attempts_list(py, attempts, &configs).map(Some)
+    }
+
     /// Seconds from the call to its first content chunk.
     #[getter]
     fn time_to_first_token(&self) -> Option<f64> {
