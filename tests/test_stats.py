@@ -178,6 +178,51 @@ def test_a_stream_closed_before_its_end_counts_its_attempts_but_no_answer(
     assert main.cost is not None and main.cost > 0
 
 
+def test_a_stream_whose_task_is_cancelled_mid_read_is_counted(mock_server: MockServer) -> None:
+    """Cancelled while a read waits on the network (the read holds the stream,
+    so the close completes on the runtime once the read lets go)."""
+    mock_server.push(sse=[oa_text("A"), oa_text("B")], fault="stall:2")
+    client = failover.Client({"main": openai(mock_server)})
+
+    async def run() -> failover.Stats:
+        chunks: list[failover.Chunk] = []
+
+        async def read() -> None:
+            async for chunk in client.stream_async("Hi"):
+                chunks.append(chunk)
+
+        task = asyncio.create_task(read())
+        while len(chunks) < 2:  # both events arrived; the next read waits
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(400):  # up to 2 s for the runtime to let go of the read
+            if client.stats().calls:
+                break
+            await asyncio.sleep(0.005)
+        return client.stats()
+
+    stats = asyncio.run(run())
+    assert stats.calls == 1
+    assert (stats.providers["main"].attempts, stats.providers["main"].answered) == (1, 0)
+
+
+def test_a_stream_closed_before_it_was_read_is_no_call(face: str, mock_server: MockServer) -> None:
+    client = failover.Client({"main": openai(mock_server)})
+    if face == "sync":
+        client.stream("Hi").close()
+    else:
+
+        async def run() -> None:
+            await client.stream_async("Hi").aclose()
+
+        asyncio.run(run())
+    assert mock_server.requests == []
+    assert client.stats().calls == 0
+
+
 def test_a_stream_that_breaks_after_content_is_a_failed_call(
     face: str, mock_server: MockServer
 ) -> None:

@@ -18,6 +18,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typ
 if TYPE_CHECKING:
     import typing
     from collections import deque
+    from collections.abc import Callable
 
     from ._cost import Pricing
     from ._stats import Tally
@@ -97,6 +98,21 @@ def _chunk(data: typing.Any) -> Chunk:
     )
 
 
+def _count_closed(tally: Tally, pricing: Pricing | None) -> Callable[[list[typing.Any]], None]:
+    """What a stream closed before its end hands its attempts to (from the
+    closing thread, or the runtime's once a read in flight lets go): priced,
+    then counted. It holds no reference to the stream, which the native
+    stream holding it would keep alive."""
+
+    def count(raw: list[typing.Any]) -> None:
+        attempts = _attempts(raw)
+        if pricing is not None:
+            attempts = pricing.attempts(attempts, False)
+        tally.count(attempts, None)
+
+    return count
+
+
 class _StreamBase:
     __slots__ = ("_done", "_native", "_pending", "_pricing", "_response", "_tally")
 
@@ -105,9 +121,12 @@ class _StreamBase:
     ) -> None:
         self._native = native
         self._pricing = pricing
-        #: The client's stats, counted once when the stream ends, breaks or
-        #: is closed (then None: counted).
+        #: The client's stats, counted once when the stream ends or breaks
+        #: (then None: counted), or by the native stream if it is closed
+        #: before its end.
         self._tally = tally
+        if tally is not None:
+            native.on_closed(_count_closed(tally, pricing))
         from collections import deque  # per stream, not at import: collections costs 1 ms
 
         self._pending: deque[Chunk] = deque()
@@ -143,14 +162,6 @@ class _StreamBase:
         self._done = True
         self._pending.clear()
         self._native.close()
-        if self._tally is not None:
-            # Closed while being read: what it did up to the close.
-            raw = self._native.closed_attempts
-            if raw is not None:
-                attempts = _attempts(raw)
-                if self._pricing is not None:
-                    attempts = self._pricing.attempts(attempts, False)
-                self._count(attempts, None)
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "open"
