@@ -99,6 +99,8 @@ class Client:
     (``pip install 'failover[prices]'``). Each attempt then has a ``cost``,
     and results and errors a ``total_cost``.
 
+    ``stats()`` is what its calls did and cost since it was made.
+
     A client holds a connection pool: ``close()`` it, or use it as a context
     manager (``with`` or ``async with``). It is safe to share between threads
     and tasks.

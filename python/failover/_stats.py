@@ -97,7 +97,9 @@ class Stats(Record):
     providers: dict[str, ProviderStats]
     total: ProviderStats
 
-    def __init__(self, calls: int, providers: dict[str, ProviderStats], total: ProviderStats):
+    def __init__(
+        self, calls: int, providers: dict[str, ProviderStats], total: ProviderStats
+    ) -> None:
         self._init(calls=calls, providers=dict(providers), total=total)
 
     __hash__ = None  # type: ignore[assignment]  # providers is a dict
