@@ -156,3 +156,28 @@ def answering_cost(attempts: tuple[Attempt, ...]) -> float | None:
         if attempt.skipped is None:
             return attempt.cost
     return None
+
+
+class _Totals:
+    """What a call's attempts used and cost, summed: a mixin of results and of
+    ``FailoverError`` (a failed call's cost so far)."""
+
+    __slots__ = ()
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def total_usage(self) -> Usage:
+        """Every attempt's usage, summed field by field (``None`` where no
+        attempt reported the field)."""
+        return total_usage(self.attempts)
+
+    @property
+    def total_cost(self) -> float | None:
+        """USD of every attempt whose cost is known, summed (``None`` when none is)."""
+        return total_cost(self.attempts)
+
+    @property
+    def unpriced_attempts(self) -> int:
+        """How many attempts may have been billed but have no cost: while it
+        is not 0, ``total_cost`` is a floor, not the bill."""
+        return unpriced_attempts(self.attempts)

@@ -22,7 +22,7 @@ carries ``.attempts`` and, where the provider sent one, ``.retry_after``::
 
 from __future__ import annotations
 
-from ._attempt import Attempt, _attempts, total_cost, total_usage, unpriced_attempts
+from ._attempt import Attempt, _attempts, _Totals
 from ._usage import Usage
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-class FailoverError(Exception):
+class FailoverError(_Totals, Exception):
     """Base class of every error failover raises.
 
     A failed call's error carries its ``attempts`` and what they used and
@@ -59,22 +59,6 @@ class FailoverError(Exception):
 
     attempts: tuple[Attempt, ...] = ()
     retry_after: float | None = None
-
-    @property
-    def total_usage(self) -> Usage:
-        """Every attempt's usage, summed field by field (``None`` where no
-        attempt reported the field)."""
-        return total_usage(self.attempts)
-
-    @property
-    def total_cost(self) -> float | None:
-        """USD of every attempt whose cost is known, summed (``None`` when none is)."""
-        return total_cost(self.attempts)
-
-    @property
-    def unpriced_attempts(self) -> int:
-        """How many attempts may have been billed but have no cost."""
-        return unpriced_attempts(self.attempts)
 
 
 class ConfigurationError(FailoverError, ValueError):

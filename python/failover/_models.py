@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from . import _native
-from ._attempt import (
-    Attempt,
-    _attempts,
-    answering_cost,
-    total_cost,
-    total_usage,
-    unpriced_attempts,
-)
+from ._attempt import Attempt, _attempts, _Totals, answering_cost
 from ._checks import utf8_text
 from ._exceptions import ConfigurationError
 from ._record import Record
@@ -23,34 +16,15 @@ else:
     from . import _typing as typing
 
 
-class _Costs:
-    """What a result's attempts used and cost (a mixin of ``Response`` and
-    ``Embeddings``; errors have the same, on ``FailoverError``)."""
+class _Costs(_Totals):
+    """What a result's attempts used and cost, and the answering attempt's cost."""
 
     __slots__ = ()
-    attempts: tuple[Attempt, ...]
 
     @property
     def cost(self) -> float | None:
         """USD of the attempt that answered (``None`` without a price or usage)."""
         return answering_cost(self.attempts)
-
-    @property
-    def total_usage(self) -> Usage:
-        """Every attempt's usage, summed field by field (``None`` where no
-        attempt reported the field)."""
-        return total_usage(self.attempts)
-
-    @property
-    def total_cost(self) -> float | None:
-        """USD of every attempt whose cost is known, summed (``None`` when none is)."""
-        return total_cost(self.attempts)
-
-    @property
-    def unpriced_attempts(self) -> int:
-        """How many attempts may have been billed but have no cost: a total
-        that leaves them out is a floor, not the bill."""
-        return unpriced_attempts(self.attempts)
 
 
 class Tool(Record):

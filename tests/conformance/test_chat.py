@@ -126,6 +126,11 @@ def test_recorded_usage(rec: Recording, face: str) -> None:
     expected = expected_usage(rec)
     got = r.usage
     assert_same_usage(got, expected)
+    # The answering attempt carries the same figures, and is billed.
+    [attempt] = r.attempts
+    assert attempt.billed is True
+    assert_same_usage(attempt.usage or failover.Usage(), expected)
+    assert_same_usage(r.total_usage, expected)
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -193,6 +198,9 @@ def test_recorded_error(rec: Recording, face: str) -> None:
     assert exc.provider == rec.folder
     assert exc.model == rec.model
     assert exc.body == rec.body.decode("utf-8")
+    # A refusal before generating: not billed, nothing used (no recorded error reports usage).
+    assert [a.billed for a in exc.attempts][-1:] == [False]
+    assert exc.attempts[-1].usage is None
     if recorded_request_id(rec) is not None:
         assert exc.request_id == recorded_request_id(rec)
 

@@ -165,6 +165,10 @@ def test_streamed_usage(rec: Recording, face: str) -> None:
     r = play_stream(rec, face).response
     assert isinstance(r, failover.Response), f"expected a Response, got {r!r}"
     _check_stream_usage(rec, r.usage)
+    # The streaming attempt carries the same figures, and is billed.
+    attempt = r.attempts[-1]
+    assert attempt.billed is True
+    _check_stream_usage(rec, attempt.usage or failover.Usage())
 
 
 def _check_stream_usage(rec: Recording, got: failover.Usage) -> None:

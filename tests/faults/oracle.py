@@ -245,6 +245,27 @@ def faulted_script_length(chain: str) -> tuple[int, bool]:
     return (2, True) if chain == "one" else (3, False)
 
 
+ANSWERED = frozenset({True})
+REFUSED = frozenset({False})
+UNKNOWABLE = frozenset({None})
+
+
+def billed(fault: str | None, call: str) -> frozenset[bool | None]:
+    """Whether a failed attempt may be billed (issue 18: True once the provider generated,
+    False when it refused before generating, None when it cannot be known)."""
+    if fault is None:
+        return REFUSED  # an error status, whose body reports no usage
+    if transport_kinds(fault, call) == "interrupted":
+        return ANSWERED  # content was delivered
+    if fault in ("truncated_body", "non_json_body", "invalid_utf8"):
+        # A 2xx whose body cannot be read: the provider answered, so generated; a body that
+        # ends early (or a stream's that is no stream) may also read as cut after its
+        # headers, which cannot be known.
+        return frozenset({True, None})
+    # Sent, and then a reset, a hang, a cut or a stall before any content.
+    return UNKNOWABLE
+
+
 @dataclass(frozen=True)
 class AttemptDetail:
     """What an HTTP attempt records (§2: Attempt(provider, status, kind, waited, ...))."""
@@ -253,6 +274,7 @@ class AttemptDetail:
     status_known: bool  # False where a body fault may come after a 200's headers, or not
     kinds: frozenset[str | None] | None  # None: not said; {None} for a success
     waited: tuple[float, float]  # the sleep before it, (low, high)
+    billed: frozenset[bool | None] = ANSWERED  # its allowed values
 
 
 @dataclass
@@ -343,7 +365,8 @@ def predict(case: Case) -> Outcome:
                     out.cooldown_known = True
                     return out
                 if kinds in ("interrupted", "deadline"):
-                    out.details.append(AttemptDetail(None, False, None, waited))
+                    allowed = billed(case.fault, case.call)
+                    out.details.append(AttemptDetail(None, False, None, waited, allowed))
                 if kinds == "interrupted":
                     # §3.6: after the first content chunk, StreamInterrupted; never retried.
                     out.error = frozenset({"StreamInterrupted"})
@@ -354,13 +377,17 @@ def predict(case: Case) -> Outcome:
                     return out
                 assert isinstance(kinds, frozenset)
                 before_headers = case.fault in ("reset_before_headers", "hang")
-                out.details.append(AttemptDetail(None, before_headers, frozenset(kinds), waited))
+                allowed = billed(case.fault, case.call)
+                detail = AttemptDetail(None, before_headers, frozenset(kinds), waited, allowed)
+                out.details.append(detail)
                 if kinds == {"timeout"}:
                     out.timed_out_attempts += 1
                 wait = None
             else:
                 kinds = frozenset({classify_status(case.status or 0, case.wire)})
-                out.details.append(AttemptDetail(case.status, True, frozenset(kinds), waited))
+                out.details.append(
+                    AttemptDetail(case.status, True, frozenset(kinds), waited, REFUSED)
+                )
                 hint = read_hint(case.hint, case.wire)
                 wait = hint.wait(elapsed)
                 if hint.no_retry and retried_kind(kinds):

@@ -390,7 +390,9 @@ def check_outcome(
         assert got_attempts == expected.attempts
         for a, detail in zip(attempts, expected.details):
             if detail is None:
+                assert a.billed is False, f"a skipped provider is not billed: {a!r}"
                 continue
+            assert a.billed in detail.billed, f"attempt {a!r}: billed in {set(detail.billed)}"
             if detail.status_known:
                 assert a.status == detail.status, f"attempt {a!r}: status {detail.status}"
             if detail.kinds is not None:
