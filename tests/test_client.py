@@ -129,6 +129,54 @@ def test_events_share_a_call_id_and_are_logged(mock_server, backup_server, caplo
     assert any("failing over from a to b" in m for m in messages), messages
 
 
+LOG_EXTRAS = (
+    "failover_call_id",
+    "failover_provider",
+    "failover_kind",
+    "failover_status",
+    "failover_wait",
+)
+
+
+def _extras(record: logging.LogRecord) -> tuple[object, ...]:
+    return tuple(getattr(record, name) for name in LOG_EXTRAS)
+
+
+def test_log_records_carry_fields_a_json_formatter_can_index(
+    mock_server, backup_server, caplog, call
+):
+    """Issue 18 section 4: every record of the `failover` logger carries the
+    call id, provider, kind, status and wait as attributes (None where one does
+    not apply), at INFO and DEBUG, and never the key."""
+    mock_server.push(429, headers={"retry-after": "2"}, json={"error": {"message": "slow"}})
+    mock_server.push(529, json={"error": {"message": "busy"}})
+    backup_server.push(401, json={"error": {"message": f"bad key {KEY}"}})
+    caplog.set_level(logging.DEBUG, logger="failover")
+    events: list[failover.CallFailed] = []
+    client = failover.Client(
+        {"a": openai(mock_server, overloaded_statuses=(529,)), "b": openai(backup_server)},
+        sleeper=FakeSleeper(),
+        on_event=events.append,
+    )
+    with pytest.raises(failover.AuthenticationError):
+        call(client)
+    call_id = events[-1].call_id
+    records = [r for r in caplog.records if r.name == "failover"]
+    info = [
+        (r.getMessage().split(" ")[0], _extras(r)) for r in records if r.levelno >= logging.INFO
+    ]
+    assert info == [
+        ("retrying", (call_id, "a", "rate_limited", 429, 2.0)),
+        ("failing", (call_id, "a", "overloaded", 529, None)),
+        ("call", (call_id, "b", "auth", 401, None)),
+    ]
+    # Each DEBUG record (the why) carries the same fields as its INFO record.
+    debug = [_extras(r) for r in records if r.levelno == logging.DEBUG]
+    assert debug == [extras for _, extras in info]
+    for record in records:
+        assert KEY not in repr(vars(record)), record
+
+
 def test_a_failing_event_hook_does_not_break_the_call(mock_server, caplog):
     mock_server.push(503, headers={"retry-after": "1"})
     mock_server.push_text("ok")
@@ -138,7 +186,10 @@ def test_a_failing_event_hook_does_not_break_the_call(mock_server, caplog):
 
     client = failover.Client({"a": openai(mock_server)}, sleeper=FakeSleeper(), on_event=hook)
     assert client.prompt("Hi").text == "ok"
-    assert any("on_event hook raised" in r.getMessage() for r in caplog.records)
+    [record] = [r for r in caplog.records if "on_event hook raised" in r.getMessage()]
+    # The hook's failure is indexed as the event it was given.
+    assert record.failover_provider == "a"
+    assert record.failover_wait == 1.0
 
 
 def test_per_call_retry_policy_and_timeout(mock_server, call):

@@ -1360,3 +1360,9 @@ def test_regression_inputs_the_oracle_got_wrong(faces: dict[str, Face]) -> None:
     with pytest.raises(ConfigurationError, match="two tools"):
         face.call("Hi", {"tools": [failover.Tool("x"), failover.Tool("x")]})
     assert len(face.server.requests) == sent
+
+
+def test_regression_a_dict_of_overloaded_statuses() -> None:
+    """A dict iterates as its keys, and was taken as a list of them."""
+    with pytest.raises(ConfigurationError, match="a list of statuses"):
+        make_provider("Groq", overloaded_statuses={405: None})

@@ -48,6 +48,7 @@ from ._providers import (
     Pool,
     Provider,
 )
+from ._stats import ProviderStats, Stats
 from ._stream import AsyncStream, Chunk, Stream
 from ._usage import Usage
 
@@ -87,6 +88,7 @@ __all__ = [
     "ProviderError",
     "ProviderHealth",
     "ProviderOverloaded",
+    "ProviderStats",
     "ProviderTimeout",
     "RateLimited",
     "RedisState",
@@ -95,6 +97,7 @@ __all__ = [
     "RetryPolicy",
     "RetryScheduled",
     "ServerError",
+    "Stats",
     "Stream",
     "StreamInterrupted",
     "Tool",

@@ -13,6 +13,7 @@ from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
 from ._seam import CallArgs, EmbedArgs, TransportSpec
+from ._stats import Stats, Tally
 from ._stream import AsyncStream, Stream
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -99,6 +100,8 @@ class Client:
     (``pip install 'failover[prices]'``). Each attempt then has a ``cost``,
     and results and errors a ``total_cost``.
 
+    ``stats()`` is what its calls did and cost since it was made.
+
     A client holds a connection pool: ``close()`` it, or use it as a context
     manager (``with`` or ``async with``). It is safe to share between threads
     and tasks.
@@ -180,6 +183,8 @@ class Client:
         #: What attempts cost (None: nothing has a price).
         self._pricing = Pricing.of(self._providers, prices)
         self._index = {name: i for i, name in enumerate(self._names)}
+        #: What every finished call did (shared with with_options() clients).
+        self._tally = Tally(self._names)
         self._retry = retry
         self._timeout = seconds("timeout", timeout, positive=True)
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
@@ -290,9 +295,19 @@ class Client:
             other._emit = _emitter(on_event)
         return other
 
-    def _price_error(self, error: FailoverError, embeddings: bool) -> None:
+    def _failed(self, error: FailoverError, embeddings: bool) -> None:
+        """A failed call's error: priced, then counted in ``stats()``."""
         if self._pricing is not None:
             self._pricing.error(error, embeddings)
+        self._tally.count(error.attempts, None)
+
+    def stats(self) -> Stats:
+        """What this client's calls did since it was made (and those of the
+        clients ``with_options()`` made from it): a ``failover.Stats`` with
+        ``providers`` by name and their ``total``. Counted once per finished
+        call (an answer, a failed call, a stream at its end, break or
+        close); cheap to call from any thread."""
+        return self._tally.snapshot()
 
     def cooldowns(self) -> dict[str, float]:
         """The providers cooling down, with the seconds each has left: keys
@@ -537,9 +552,11 @@ class Client:
         try:
             data = self._native.prompt(args)
         except FailoverError as error:
-            self._price_error(error, False)
+            self._failed(error, False)
             raise
-        return Response(data, self._pricing)
+        response = Response(data, self._pricing)
+        self._tally.count(response.attempts, response.provider)
+        return response
 
     async def prompt_async(
         self,
@@ -588,9 +605,11 @@ class Client:
         try:
             data = await self._native.prompt_async(args)
         except FailoverError as error:
-            self._price_error(error, False)
+            self._failed(error, False)
             raise
-        return Response(data, self._pricing)
+        response = Response(data, self._pricing)
+        self._tally.count(response.attempts, response.provider)
+        return response
 
     def stream(
         self,
@@ -645,7 +664,9 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        return Stream(self._native.stream(args, _options.restart(on_interrupt)), self._pricing)
+        return Stream(
+            self._native.stream(args, _options.restart(on_interrupt)), self._pricing, self._tally
+        )
 
     def stream_async(
         self,
@@ -703,7 +724,7 @@ class Client:
                 "stream_async() is called on the running event loop that will iterate it "
                 "(inside async code); in sync code, use stream()"
             ) from None
-        return AsyncStream(native, self._pricing)
+        return AsyncStream(native, self._pricing, self._tally)
 
     def _embed_args(
         self,
@@ -777,9 +798,11 @@ class Client:
         try:
             data = self._native.embed(args)
         except FailoverError as error:
-            self._price_error(error, True)
+            self._failed(error, True)
             raise
-        return Embeddings(data, self._pricing)
+        embeddings = Embeddings(data, self._pricing)
+        self._tally.count(embeddings.attempts, embeddings.provider)
+        return embeddings
 
     async def embed_async(
         self,
@@ -812,6 +835,8 @@ class Client:
         try:
             data = await self._native.embed_async(args)
         except FailoverError as error:
-            self._price_error(error, True)
+            self._failed(error, True)
             raise
-        return Embeddings(data, self._pricing)
+        embeddings = Embeddings(data, self._pricing)
+        self._tally.count(embeddings.attempts, embeddings.provider)
+        return embeddings

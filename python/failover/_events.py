@@ -113,13 +113,37 @@ _LOUD_KINDS = frozenset({"auth", "not_found"})
 if TYPE_CHECKING:
     from logging import Logger
 
+    #: The ``extra`` of a log record (``_extra``).
+    _Extra = dict[str, typing.Any]
     #: What the engine sends for one kind, read into a typed event (or only
-    #: logged, for the kinds that are no event), then logged.
-    _Reader = Callable[[Logger, dict[str, typing.Any]], Event | None]
+    #: logged, for the kinds that are no event), then logged; with the
+    #: ``extra`` its records carried.
+    _Reader = Callable[[Logger, dict[str, typing.Any]], tuple[Event | None, _Extra]]
 
 
-def _retry_scheduled(logger: Logger, fields: dict[str, typing.Any]) -> Event:
+def _extra(
+    call_id: str | None,
+    provider: str | None = None,
+    kind: str | None = None,
+    status: int | None = None,
+    wait: float | None = None,
+) -> _Extra:
+    """The fields every record of the ``failover`` logger carries, for a log
+    formatter to index (``record.failover_provider``, ...): ``None`` where one
+    does not apply. Names, kinds, statuses and seconds only: nothing a
+    provider sent, so nothing to redact."""
+    return {
+        "failover_call_id": call_id,
+        "failover_provider": provider,
+        "failover_kind": kind,
+        "failover_status": status,
+        "failover_wait": wait,
+    }
+
+
+def _retry_scheduled(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
     event = RetryScheduled(**fields)
+    extra = _extra(event.call_id, event.provider, event.kind, event.status, event.delay)
     logger.info(
         "retrying %s in %.3fs after %s (status %s, attempt %d) [call %s]",
         event.provider,
@@ -128,54 +152,81 @@ def _retry_scheduled(logger: Logger, fields: dict[str, typing.Any]) -> Event:
         event.status,
         event.attempt,
         event.call_id,
+        extra=extra,
     )
-    logger.debug("retrying %s because %s", event.provider, event.reason)
-    return event
+    logger.debug("retrying %s because %s", event.provider, event.reason, extra=extra)
+    return event, extra
 
 
-def _failed_over(logger: Logger, fields: dict[str, typing.Any]) -> Event:
+def _failed_over(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
     import logging
 
     event = FailedOver(**fields)
-    level = logging.WARNING if event.error.kind in _LOUD_KINDS else logging.INFO
+    error = event.error
+    # The provider left behind: what failed there.
+    extra = _extra(event.call_id, event.from_provider, error.kind, error.status)
+    level = logging.WARNING if error.kind in _LOUD_KINDS else logging.INFO
     logger.log(
         level,
         "failing over from %s to %s after %s: %s [call %s]",
         event.from_provider,
         event.to_provider,
-        event.error.kind,
-        event.error,
+        error.kind,
+        error,
         event.call_id,
+        extra=extra,
     )
-    logger.debug("leaving %s because %s: %s", event.from_provider, event.reason, event.error)
-    return event
+    logger.debug("leaving %s because %s: %s", event.from_provider, event.reason, error, extra=extra)
+    return event, extra
 
 
-def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> Event:
+def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
     error: FailoverError = fields["error"]
     event = CallFailed(fields["call_id"], error, error.attempts, fields["reason"])
-    logger.info(
-        "call failed after %d attempt(s): %s [call %s]", len(error.attempts), error, event.call_id
+    # A provider's error names its provider, kind and status; a stream's
+    # break its provider; a deadline none of them.
+    extra = _extra(
+        event.call_id,
+        getattr(error, "provider", None),
+        error.kind if isinstance(error, ProviderError) else None,
+        getattr(error, "status", None),
     )
-    logger.debug("raising %s because %s", type(error).__name__, event.reason)
-    return event
+    logger.info(
+        "call failed after %d attempt(s): %s [call %s]",
+        len(error.attempts),
+        error,
+        event.call_id,
+        extra=extra,
+    )
+    logger.debug("raising %s because %s", type(error).__name__, event.reason, extra=extra)
+    return event, extra
 
 
-def _skipped(logger: Logger, fields: dict[str, typing.Any]) -> None:
+def _skipped(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
     # Logged only: a skip is no event.
+    extra = _extra(fields["call_id"], fields["provider"])
     logger.info(
-        "skipping %s: %s [call %s]", fields["provider"], fields["reason"], fields["call_id"]
+        "skipping %s: %s [call %s]",
+        fields["provider"],
+        fields["reason"],
+        fields["call_id"],
+        extra=extra,
     )
+    return None, extra
 
 
-def _notice(logger: Logger, fields: dict[str, typing.Any]) -> None:
-    # A fleet-wide state lost or back: for the log only.
-    logger.warning("%s", fields["text"])
+def _notice(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
+    # A fleet-wide state lost or back: for the log only, of no call.
+    extra = _extra(None)
+    logger.warning("%s", fields["text"], extra=extra)
+    return None, extra
 
 
-def _debug(logger: Logger, fields: dict[str, typing.Any]) -> None:
+def _debug(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
     # A hint a provider is not sent: for the DEBUG log only.
-    logger.debug("%s [call %s]", fields["text"], fields["call_id"])
+    extra = _extra(fields["call_id"])
+    logger.debug("%s [call %s]", fields["text"], fields["call_id"], extra=extra)
+    return None, extra
 
 
 #: Every kind the engine sends (``src/python/events.rs``), with its reader.
@@ -208,11 +259,11 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, dict[str, typing.Any]
         import logging
 
         logger = logging.getLogger("failover")
-        event = reader(logger, fields)
+        event, extra = reader(logger, fields)
         if event is not None and on_event is not None:
             try:
                 on_event(event)
             except Exception:
-                logger.exception("on_event hook raised; the call goes on")
+                logger.exception("on_event hook raised; the call goes on", extra=extra)
 
     return emit

@@ -316,7 +316,8 @@ def _overloaded_statuses(owner: str, statuses: object) -> tuple[int, ...]:
     (5xx) or a provider's own 4xx (Groq's 498); never a 429, which is
     already a rate limit, nor an auth, not-found or too-large status."""
     claimed = (400, 401, 402, 403, 404, 408, 413, 429)
-    if isinstance(statuses, (str, bytes)) or not isinstance(statuses, Iterable):
+    # A dict iterates as its keys: refused, as the docs say "a list".
+    if isinstance(statuses, (str, bytes, Mapping)) or not isinstance(statuses, Iterable):
         raise ConfigurationError(
             f"{owner} overloaded_statuses must be a list of statuses, got {statuses!r}"
         )

@@ -10,6 +10,7 @@ network read, not per chunk.
 
 from __future__ import annotations
 
+from ._attempt import Attempt, _attempts
 from ._exceptions import FailoverError
 from ._models import Response, ToolCall, _tool_calls
 
@@ -17,8 +18,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typ
 if TYPE_CHECKING:
     import typing
     from collections import deque
+    from collections.abc import Callable
 
     from ._cost import Pricing
+    from ._stats import Tally
 else:
     from . import _typing as typing
 
@@ -95,12 +98,35 @@ def _chunk(data: typing.Any) -> Chunk:
     )
 
 
-class _StreamBase:
-    __slots__ = ("_done", "_native", "_pending", "_pricing", "_response")
+def _count_closed(tally: Tally, pricing: Pricing | None) -> Callable[[list[typing.Any]], None]:
+    """What a stream closed before its end hands its attempts to (from the
+    closing thread, or the runtime's once a read in flight lets go): priced,
+    then counted. It holds no reference to the stream, which the native
+    stream holding it would keep alive."""
 
-    def __init__(self, native: typing.Any, pricing: Pricing | None = None) -> None:
+    def count(raw: list[typing.Any]) -> None:
+        attempts = _attempts(raw)
+        if pricing is not None:
+            attempts = pricing.attempts(attempts, False)
+        tally.count(attempts, None)
+
+    return count
+
+
+class _StreamBase:
+    __slots__ = ("_done", "_native", "_pending", "_pricing", "_response", "_tally")
+
+    def __init__(
+        self, native: typing.Any, pricing: Pricing | None = None, tally: Tally | None = None
+    ) -> None:
         self._native = native
         self._pricing = pricing
+        #: The client's stats, counted once when the stream ends or breaks
+        #: (then None: counted), or by the native stream if it is closed
+        #: before its end.
+        self._tally = tally
+        if tally is not None:
+            native.on_closed(_count_closed(tally, pricing))
         from collections import deque  # per stream, not at import: collections costs 1 ms
 
         self._pending: deque[Chunk] = deque()
@@ -115,13 +141,22 @@ class _StreamBase:
                 response = Response(data, self._pricing)
                 response.time_to_first_token = self._native.time_to_first_token
                 self._response = response
+                self._count(response.attempts, response.provider)
         else:
             self._pending.extend(map(_chunk, batch))
 
-    def _price_error(self, error: BaseException) -> None:
-        """What the failed stream cost so far, on its error."""
-        if self._pricing is not None and isinstance(error, FailoverError):
-            self._pricing.error(error, False)
+    def _failed(self, error: BaseException) -> None:
+        """A failed stream's error: what it cost so far, then counted."""
+        if isinstance(error, FailoverError):
+            if self._pricing is not None:
+                self._pricing.error(error, False)
+            self._count(error.attempts, None)
+
+    def _count(self, attempts: tuple[Attempt, ...], answered: str | None) -> None:
+        tally = self._tally
+        if tally is not None:
+            self._tally = None
+            tally.count(attempts, answered)
 
     def _close(self) -> None:
         self._done = True
@@ -167,7 +202,7 @@ class Stream(_StreamBase):
                 batch = self._native.next()
             except BaseException as error:
                 self.close()
-                self._price_error(error)
+                self._failed(error)
                 raise
             self._take(batch)
         return self._pending.popleft()
@@ -209,7 +244,7 @@ class AsyncStream(_StreamBase):
             try:
                 batch = await self._native.next_async()
             except BaseException as error:
-                self._price_error(error)
+                self._failed(error)
                 # A cancelled task keeps its frame (and this stream) alive:
                 # close the connection here, not at garbage collection.
                 self._close()

@@ -86,6 +86,9 @@ pub struct StreamDriver<C, E> {
     started: Instant,
     time_to_first_token: Option<f64>,
     response: Option<StreamResponse>,
+    /// Every attempt of a stream closed while it was being read, the one
+    /// cut by the close last: what the call did, for the client's stats.
+    closed: Option<Vec<AttemptRecord>>,
 }
 
 impl<C: Clock, E> StreamDriver<C, E> {
@@ -97,6 +100,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
             started: Instant::now(),
             time_to_first_token: None,
             response: None,
+            closed: None,
         }
     }
 
@@ -116,9 +120,21 @@ impl<C: Clock, E> StreamDriver<C, E> {
     }
 
     /// Nothing more is read (the connection closes as the stream drops).
+    /// A stream closed while live keeps its attempts (`closed_attempts`).
     pub fn close(&mut self) {
-        self.state = State::Done;
+        if let State::Live(live) = std::mem::replace(&mut self.state, State::Done) {
+            let mut attempts = live.attempts;
+            count_reading(&mut attempts, live.began);
+            report_usage(&mut attempts, &live.stream.acc.usage);
+            self.closed = Some(attempts);
+        }
         self.call.end();
+    }
+
+    /// Every attempt of a stream closed while it was being read (`None`:
+    /// not closed, or closed before it started or after it ended).
+    pub fn closed_attempts(&self) -> Option<&[AttemptRecord]> {
+        self.closed.as_deref()
     }
 
     /// The next chunks, or the end. After an `Err`, the stream is done.

@@ -86,20 +86,23 @@ struct Driver {
     /// The whole answer, once the stream has ended.
     response: Option<Py<ResponseData>>,
     closed: watch::Receiver<bool>,
+    /// Called once with the attempts of a stream closed while it was being
+    /// read (the client's stats count them): set by `on_closed`.
+    on_closed: Option<Py<PyAny>>,
 }
 
 impl Driver {
     async fn next(&mut self) -> PyResult<Step> {
         let mut closed = self.closed.clone();
         if *closed.borrow() {
-            self.core.close();
+            self.close();
             return Ok(Step::End);
         }
         let keys = self.face.keys(&self.inner);
         let step = tokio::select! {
             biased;
             _ = closed.changed() => {
-                self.core.close();
+                self.close();
                 return Ok(Step::End);
             }
             step = self.core.next(&keys, &self.face.events) => step,
@@ -111,6 +114,26 @@ impl Driver {
             }
             Err(end) => Err(self.raise(end)),
         }
+    }
+
+    /// Nothing more is read; a stream closed while it was being read hands
+    /// its attempts to `on_closed`.
+    fn close(&mut self) {
+        self.core.close();
+        let Some(attempts) = self.core.closed_attempts() else {
+            return;
+        };
+        let Some(on_closed) = self.on_closed.take() else {
+            return;
+        };
+        let configs = self.core.call.plan.configs();
+        Python::attach(|py| {
+            let called = attempts_list(py, attempts, &configs)
+                .and_then(|attempts| on_closed.call1(py, (attempts,)));
+            if let Err(error) = called {
+                error.write_unraisable(py, None);
+            }
+        });
     }
 
     /// The whole answer as Python's, once the core has it.
@@ -226,6 +249,7 @@ impl NativeStream {
             face: call.face,
             response: None,
             closed,
+            on_closed: None,
         };
         Self {
             driver: Arc::new(Mutex::new(driver)),
@@ -328,12 +352,21 @@ impl NativeStream {
         })
     }
 
-    /// Closes the connection at once; later reads end the stream.
-    fn close(&self) {
+    /// Closes the connection at once (or, when a read holds the stream, as
+    /// soon as it lets go); later reads end the stream.
+    fn close(&self) -> PyResult<()> {
         let _ = self.close.send(true);
         if let Ok(mut driver) = self.driver.try_lock() {
-            driver.core.close();
+            driver.close();
+        } else {
+            // A read in flight sees the close and ends, or is dropped (a
+            // cancelled task's): either way the core closes once it can.
+            let driver = Arc::clone(&self.driver);
+            super::runtime::runtime()?.spawn(async move {
+                driver.lock().await.close();
+            });
         }
+        Ok(())
     }
 
     /// The complete answer, once the stream has ended.
@@ -341,6 +374,20 @@ impl NativeStream {
     fn response(&self, py: Python<'_>) -> Option<Py<ResponseData>> {
         let driver = self.driver.try_lock().ok()?;
         driver.response.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    /// Calls `callback` once with the attempts (a list of `AttemptData`)
+    /// if the stream is closed while it is being read, the one cut by the
+    /// close last: at `close()`, or, when a read holds the stream then (a
+    /// cancelled task's, another thread's), as soon as it lets go.
+    fn on_closed(&self, callback: Py<PyAny>) -> PyResult<()> {
+        let Ok(mut driver) = self.driver.try_lock() else {
+            return Err(super::errors::failover_error(
+                "on_closed is set before the stream is read",
+            ));
+        };
+        driver.on_closed = Some(callback);
+        Ok(())
     }
 
     /// Seconds from the call to its first content chunk.
