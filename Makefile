@@ -21,6 +21,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# genai-prices, pinned: tests/test_cost.py checks the published rates of
 	# this release's data (Client(prices="genai-prices")).
 	$(PY) -m pip install -q "genai-prices==0.2.3"
+	# The OpenTelemetry SDK: tests/test_telemetry.py reads spans and metrics
+	# with its in-memory exporter and reader.
+	$(PY) -m pip install -q "opentelemetry-sdk==1.45.2"
 	touch $@
 
 # Builds the extension into python/failover (editable install, fast dev profile).

@@ -158,9 +158,11 @@ def test_log_records_carry_fields_a_json_formatter_can_index(
         sleeper=FakeSleeper(),
         on_event=events.append,
     )
-    with pytest.raises(failover.AuthenticationError):
+    with pytest.raises(failover.AuthenticationError) as caught:
         call(client)
     call_id = events[-1].call_id
+    # The error names its call, as its events and log records do.
+    assert caught.value.call_id == call_id
     records = [r for r in caplog.records if r.name == "failover"]
     info = [
         (r.getMessage().split(" ")[0], _extras(r)) for r in records if r.levelno >= logging.INFO

@@ -81,7 +81,7 @@ def test_import_failover_stays_cheap():
     heavy = {"logging", "dataclasses", "inspect", "json", "asyncio", "urllib.parse", "ipaddress"}
     heavy |= {"typing", "re", "collections", "contextlib", "functools", "enum", "math"}
     # Optional integrations, imported only when a client asks for them.
-    heavy |= {"genai_prices", "datetime"}
+    heavy |= {"genai_prices", "datetime", "opentelemetry"}
     assert not heavy & loaded, heavy & loaded
 
 

@@ -50,6 +50,7 @@ from ._providers import (
 )
 from ._stats import ProviderStats, Stats
 from ._stream import AsyncStream, Chunk, Stream
+from ._telemetry import OpenTelemetry
 from ._usage import Usage
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "OpenAI",
     "OpenAICompatible",
     "OpenRouter",
+    "OpenTelemetry",
     "Pool",
     "Price",
     "Provider",

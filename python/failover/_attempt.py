@@ -118,6 +118,23 @@ def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
     )
 
 
+def steps(
+    attempts: tuple[Attempt, ...],
+) -> typing.Iterator[tuple[Attempt, Attempt | None, bool]]:
+    """Each HTTP attempt (skips left out) with the one before it and whether
+    it is a retry (its provider was tried before in the call); an attempt
+    that is no retry and has one before it is a failover from that one."""
+    tried: set[str] = set()
+    previous: Attempt | None = None
+    for attempt in attempts:
+        if attempt.skipped is not None:
+            continue
+        retry = attempt.provider in tried
+        tried.add(attempt.provider)
+        yield attempt, previous, retry
+        previous = attempt
+
+
 _USAGE_FIELDS = Usage.__slots__
 
 

@@ -15,6 +15,7 @@ from ._providers import Pool, Provider, _check_name, _checked_headers, _display_
 from ._seam import CallArgs, EmbedArgs, TransportSpec
 from ._stats import Stats, Tally
 from ._stream import AsyncStream, Stream
+from ._telemetry import Observed, OpenTelemetry, Telemetry
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
@@ -100,6 +101,10 @@ class Client:
     (``pip install 'failover[prices]'``). Each attempt then has a ``cost``,
     and results and errors a ``total_cost``.
 
+    Telemetry: ``telemetry=failover.OpenTelemetry(...)`` makes each call a
+    span (GenAI semantic conventions) with a child per attempt, and records
+    metrics (``pip install 'failover[otel]'``).
+
     ``stats()`` is what its calls did and cost since it was made.
 
     A client holds a connection pool: ``close()`` it, or use it as a context
@@ -123,6 +128,7 @@ class Client:
         max_idle_connections: int | None = None,
         state: RedisState | None = None,
         prices: Mapping[str, Price] | str | None = None,
+        telemetry: OpenTelemetry | None = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -185,6 +191,15 @@ class Client:
         self._index = {name: i for i, name in enumerate(self._names)}
         #: What every finished call did (shared with with_options() clients).
         self._tally = Tally(self._names)
+        if telemetry is not None and not isinstance(telemetry, OpenTelemetry):
+            raise ConfigurationError(
+                f"telemetry must be a failover.OpenTelemetry(...) or None, got {telemetry!r}"
+            )
+        #: Spans and metrics (None: no telemetry, and no cost for it).
+        self._telemetry = (
+            None if telemetry is None else Telemetry(telemetry, self._providers, self._names)
+        )
+        self._tap = None if self._telemetry is None else self._telemetry.tap
         self._retry = retry
         self._timeout = seconds("timeout", timeout, positive=True)
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
@@ -204,7 +219,7 @@ class Client:
         self._native = _native.NativeClient(
             providers=specs,
             transport=transport,
-            emit=_emitter(on_event),
+            emit=_emitter(on_event, self._tap),
             state=state._native if state is not None else None,
         )
         #: The on_event of a client made by with_options(); None: the native one's.
@@ -292,14 +307,18 @@ class Client:
             other._sleeper = sleeper
         if not isinstance(on_event, _Unset):
             _options.check_on_event(on_event)
-            other._emit = _emitter(on_event)
+            other._emit = _emitter(on_event, self._tap)
         return other
 
-    def _failed(self, error: FailoverError, embeddings: bool) -> None:
-        """A failed call's error: priced, then counted in ``stats()``."""
-        if self._pricing is not None:
-            self._pricing.error(error, embeddings)
-        self._tally.count(error.attempts, None)
+    def _failed(self, error: BaseException, embeddings: bool, observed: Observed | None) -> None:
+        """A failed call's error: priced, counted in ``stats()``, and its span
+        ended (an interrupt or a cancellation ends the span only)."""
+        if isinstance(error, FailoverError):
+            if self._pricing is not None:
+                self._pricing.error(error, embeddings)
+            self._tally.count(error.attempts, None)
+        if observed is not None:
+            observed.failed(error)
 
     def stats(self) -> Stats:
         """What this client's calls did since it was made (and those of the
@@ -549,13 +568,16 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
+        observed = None if self._telemetry is None else self._telemetry.start("chat", args, True)
         try:
             data = self._native.prompt(args)
-        except FailoverError as error:
-            self._failed(error, False)
+        except BaseException as error:
+            self._failed(error, False, observed)
             raise
         response = Response(data, self._pricing)
         self._tally.count(response.attempts, response.provider)
+        if observed is not None:
+            observed.answered(response)
         return response
 
     async def prompt_async(
@@ -602,13 +624,16 @@ class Client:
             is_async=True,
         )
         _quiesce_at_exit()
+        observed = None if self._telemetry is None else self._telemetry.start("chat", args, True)
         try:
             data = await self._native.prompt_async(args)
-        except FailoverError as error:
-            self._failed(error, False)
+        except BaseException as error:
+            self._failed(error, False, observed)
             raise
         response = Response(data, self._pricing)
         self._tally.count(response.attempts, response.provider)
+        if observed is not None:
+            observed.answered(response)
         return response
 
     def stream(
@@ -664,9 +689,13 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        return Stream(
-            self._native.stream(args, _options.restart(on_interrupt)), self._pricing, self._tally
-        )
+        observed = None if self._telemetry is None else self._telemetry.start("chat", args, False)
+        try:
+            native = self._native.stream(args, _options.restart(on_interrupt))
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return Stream(native, self._pricing, self._tally, observed)
 
     def stream_async(
         self,
@@ -715,16 +744,21 @@ class Client:
         )
         restart = _options.restart(on_interrupt)
         _quiesce_at_exit()
+        observed = None if self._telemetry is None else self._telemetry.start("chat", args, False)
         try:
-            native = self._native.stream_async(args, restart)
-        except RuntimeError as exc:
-            if "event loop" not in str(exc):
-                raise
-            raise FailoverError(
-                "stream_async() is called on the running event loop that will iterate it "
-                "(inside async code); in sync code, use stream()"
-            ) from None
-        return AsyncStream(native, self._pricing, self._tally)
+            try:
+                native = self._native.stream_async(args, restart)
+            except RuntimeError as exc:
+                if "event loop" not in str(exc):
+                    raise
+                raise FailoverError(
+                    "stream_async() is called on the running event loop that will iterate it "
+                    "(inside async code); in sync code, use stream()"
+                ) from None
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return AsyncStream(native, self._pricing, self._tally, observed)
 
     def _embed_args(
         self,
@@ -795,13 +829,18 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
+        observed = (
+            None if self._telemetry is None else self._telemetry.start("embeddings", args, True)
+        )
         try:
             data = self._native.embed(args)
-        except FailoverError as error:
-            self._failed(error, True)
+        except BaseException as error:
+            self._failed(error, True, observed)
             raise
         embeddings = Embeddings(data, self._pricing)
         self._tally.count(embeddings.attempts, embeddings.provider)
+        if observed is not None:
+            observed.answered(embeddings)
         return embeddings
 
     async def embed_async(
@@ -832,11 +871,16 @@ class Client:
             is_async=True,
         )
         _quiesce_at_exit()
+        observed = (
+            None if self._telemetry is None else self._telemetry.start("embeddings", args, True)
+        )
         try:
             data = await self._native.embed_async(args)
-        except FailoverError as error:
-            self._failed(error, True)
+        except BaseException as error:
+            self._failed(error, True, observed)
             raise
         embeddings = Embeddings(data, self._pricing)
         self._tally.count(embeddings.attempts, embeddings.provider)
+        if observed is not None:
+            observed.answered(embeddings)
         return embeddings

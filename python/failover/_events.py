@@ -241,7 +241,10 @@ _READERS: dict[str, _Reader] = {
 }
 
 
-def _emitter(on_event: EventHook | None) -> Callable[[str, dict[str, typing.Any]], None]:
+def _emitter(
+    on_event: EventHook | None,
+    tap: Callable[[Event], None] | None = None,
+) -> Callable[[str, dict[str, typing.Any]], None]:
     """The callable the native engine reports to: reads the kind's fields
     into its event, logs it (INFO for what happens, DEBUG for why), then
     hands it to ``on_event``. A hook's ordinary exception is logged and the
@@ -260,6 +263,8 @@ def _emitter(on_event: EventHook | None) -> Callable[[str, dict[str, typing.Any]
 
         logger = logging.getLogger("failover")
         event, extra = reader(logger, fields)
+        if event is not None and tap is not None:
+            tap(event)  # telemetry's: the call's span events
         if event is not None and on_event is not None:
             try:
                 on_event(event)

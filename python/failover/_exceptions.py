@@ -59,6 +59,8 @@ class FailoverError(_Totals, Exception):
 
     attempts: tuple[Attempt, ...] = ()
     retry_after: float | None = None
+    #: The failed call's id (as its events carry), where a call failed.
+    call_id: str | None = None
 
 
 class ConfigurationError(FailoverError, ValueError):
@@ -242,10 +244,12 @@ def _provider_error(
     retry_after: float | None,
     body: str | None,
     attempts: list[typing.Any] | None,
+    call_id: str | None = None,
 ) -> ProviderError:
-    """Called by the native module to build the exception for a failed attempt."""
+    """Called by the native module to build the exception for a failed attempt
+    (``call_id``: the call's, when it is the error the call raises)."""
     cls = _BY_KIND.get(kind, ProviderError)
-    return cls(
+    error = cls(
         message,
         provider=provider,
         model=model,
@@ -256,6 +260,8 @@ def _provider_error(
         kind=kind,
         attempts=_attempts(attempts or ()),
     )
+    error.call_id = call_id
+    return error
 
 
 def _deadline_error(

@@ -120,6 +120,9 @@ class Provider:
     #: ``None``: looked up by its base URL (``genai_prices_by_url``), or not at all.
     genai_prices_id: typing.ClassVar[str | None] = "openai"
     genai_prices_by_url: typing.ClassVar[bool] = False
+    #: ``gen_ai.provider.name`` in telemetry (the conventions' well-known value,
+    #: or a custom one).
+    otel_provider_name: typing.ClassVar[str] = "openai"
 
     def __init__(
         self,
@@ -433,6 +436,7 @@ class Anthropic(Provider):
 
     wire = "anthropic"
     genai_prices_id = "anthropic"
+    otel_provider_name = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
     env_var = "ANTHROPIC_API_KEY"
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 529)
@@ -447,6 +451,7 @@ class Gemini(Provider):
 
     wire = "gemini"
     genai_prices_id = "google"
+    otel_provider_name = "gcp.gemini"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
@@ -468,6 +473,7 @@ class Ollama(Provider):
 
     wire = "ollama"
     genai_prices_id: typing.ClassVar[str | None] = None
+    otel_provider_name = "ollama"
     default_base_url = "http://localhost:11434"
     key_required = False
 
@@ -487,6 +493,7 @@ class Azure(Provider):
 
     wire = "azure"
     genai_prices_id = "azure"
+    otel_provider_name = "azure.ai.openai"
     env_var = "AZURE_OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
     embed_base64 = True
@@ -581,6 +588,7 @@ class OpenAICompatible(Provider):
 
     key_required = False
     genai_prices_id: typing.ClassVar[str | None] = None
+    otel_provider_name = "openai_compatible"
     genai_prices_by_url = True
 
     def __init__(
@@ -627,6 +635,7 @@ class Groq(OpenAICompatible):
 
     default_base_url = "https://api.groq.com/openai/v1"
     genai_prices_id = "groq"
+    otel_provider_name = "groq"
     env_var = "GROQ_API_KEY"
     key_required = True
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 498)
@@ -640,6 +649,7 @@ class Mistral(OpenAICompatible):
 
     default_base_url = "https://api.mistral.ai/v1"
     genai_prices_id = "mistral"
+    otel_provider_name = "mistral_ai"
     env_var = "MISTRAL_API_KEY"
     key_required = True
     dimensions_field = "output_dimension"
@@ -653,6 +663,7 @@ class DeepSeek(OpenAICompatible):
 
     default_base_url = "https://api.deepseek.com"
     genai_prices_id = "deepseek"
+    otel_provider_name = "deepseek"
     env_var = "DEEPSEEK_API_KEY"
     key_required = True
     can_embed = False
@@ -663,6 +674,7 @@ class XAI(OpenAICompatible):
 
     default_base_url = "https://api.x.ai/v1"
     genai_prices_id = "x-ai"
+    otel_provider_name = "x_ai"
     env_var = "XAI_API_KEY"
     key_required = True
     can_embed = False
@@ -674,6 +686,7 @@ class OpenRouter(OpenAICompatible):
 
     default_base_url = "https://openrouter.ai/api/v1"
     genai_prices_id = "openrouter"
+    otel_provider_name = "openrouter"
     env_var = "OPENROUTER_API_KEY"
     key_required = True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from _thread import allocate_lock  # threading's lock, without importing threading
 
+from ._attempt import steps
 from ._record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -163,23 +164,16 @@ class Tally:
         with self._lock:
             self._calls += 1
             providers = self._providers
-            tried: list[str] = []
-            previous: _Counters | None = None
-            for attempt in attempts:
-                if attempt.skipped is not None:
-                    continue
+            for attempt, previous, retry in steps(attempts):
                 name = attempt.provider
                 counters = providers.get(name)
                 if counters is None:  # not configured (never expected): counted all the same
                     counters = providers[name] = _Counters()
                 counters.attempts += 1
-                if name in tried:
+                if retry:
                     counters.retries += 1
-                else:
-                    tried.append(name)
-                    if previous is not None:
-                        previous.failovers += 1
-                previous = counters
+                elif previous is not None:
+                    providers[previous.provider].failovers += 1
                 kind = attempt.kind
                 if kind is not None:
                     counters.failures[kind] = counters.failures.get(kind, 0) + 1

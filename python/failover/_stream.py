@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ._cost import Pricing
     from ._stats import Tally
+    from ._telemetry import Observed
 else:
     from . import _typing as typing
 
@@ -98,7 +99,9 @@ def _chunk(data: typing.Any) -> Chunk:
     )
 
 
-def _count_closed(tally: Tally, pricing: Pricing | None) -> Callable[[list[typing.Any]], None]:
+def _count_closed(
+    tally: Tally, pricing: Pricing | None, observed: Observed | None
+) -> Callable[[list[typing.Any]], None]:
     """What a stream closed before its end hands its attempts to (from the
     closing thread, or the runtime's once a read in flight lets go): priced,
     then counted. It holds no reference to the stream, which the native
@@ -109,24 +112,32 @@ def _count_closed(tally: Tally, pricing: Pricing | None) -> Callable[[list[typin
         if pricing is not None:
             attempts = pricing.attempts(attempts, False)
         tally.count(attempts, None)
+        if observed is not None:
+            observed.closed(attempts)
 
     return count
 
 
 class _StreamBase:
-    __slots__ = ("_done", "_native", "_pending", "_pricing", "_response", "_tally")
+    __slots__ = ("_done", "_native", "_observed", "_pending", "_pricing", "_response", "_tally")
 
     def __init__(
-        self, native: typing.Any, pricing: Pricing | None = None, tally: Tally | None = None
+        self,
+        native: typing.Any,
+        pricing: Pricing | None = None,
+        tally: Tally | None = None,
+        observed: Observed | None = None,
     ) -> None:
         self._native = native
         self._pricing = pricing
+        #: The stream's span (telemetry), ended with the stream.
+        self._observed = observed
         #: The client's stats, counted once when the stream ends or breaks
         #: (then None: counted), or by the native stream if it is closed
         #: before its end.
         self._tally = tally
         if tally is not None:
-            native.on_closed(_count_closed(tally, pricing))
+            native.on_closed(_count_closed(tally, pricing, observed))
         from collections import deque  # per stream, not at import: collections costs 1 ms
 
         self._pending: deque[Chunk] = deque()
@@ -142,6 +153,8 @@ class _StreamBase:
                 response.time_to_first_token = self._native.time_to_first_token
                 self._response = response
                 self._count(response.attempts, response.provider)
+                if self._observed is not None:
+                    self._observed.answered(response)
         else:
             self._pending.extend(map(_chunk, batch))
 
@@ -151,6 +164,8 @@ class _StreamBase:
             if self._pricing is not None:
                 self._pricing.error(error, False)
             self._count(error.attempts, None)
+        if self._observed is not None:
+            self._observed.failed(error)
 
     def _count(self, attempts: tuple[Attempt, ...], answered: str | None) -> None:
         tally = self._tally
@@ -162,6 +177,16 @@ class _StreamBase:
         self._done = True
         self._pending.clear()
         self._native.close()
+        if self._observed is not None:
+            # Ended by on_closed with the attempts read so far, unless the
+            # stream never started (or a read still holds it): ended here.
+            self._observed.closed()
+
+    def __del__(self) -> None:
+        # A stream dropped unread or half read ends its span (telemetry).
+        observed = getattr(self, "_observed", None)
+        if observed is not None:
+            observed.closed()
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "open"
@@ -201,8 +226,8 @@ class Stream(_StreamBase):
             try:
                 batch = self._native.next()
             except BaseException as error:
-                self.close()
                 self._failed(error)
+                self.close()
                 raise
             self._take(batch)
         return self._pending.popleft()

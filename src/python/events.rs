@@ -91,7 +91,10 @@ impl EventTarget {
                 fields.set_item("call_id", call_id)?;
                 fields.set_item("from_provider", name(left.provider))?;
                 fields.set_item("to_provider", name(*to_provider))?;
-                fields.set_item("error", provider_error(py, left, &plan.configs(), None)?)?;
+                fields.set_item(
+                    "error",
+                    provider_error(py, left, &plan.configs(), None, None)?,
+                )?;
                 fields.set_item("reason", reason)?;
                 Ok("FailedOver")
             }

@@ -15,9 +15,11 @@ pub fn provider_error(
     failed: &ProviderFailure,
     configs: &[&ProviderConfig],
     attempts: Option<Py<PyList>>,
+    call_id: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let (failure, config) = (&failed.failure, configs[failed.provider]);
     let info = PyDict::new(py);
+    info.set_item("call_id", call_id)?;
     info.set_item("provider", &config.name)?;
     info.set_item("model", &config.model)?;
     info.set_item("status", failure.status)?;
@@ -40,7 +42,9 @@ pub fn call_error(
 ) -> PyResult<Py<PyAny>> {
     let attempts = attempts_list(py, &failure.attempts, configs)?;
     match &failure.error {
-        CallError::Provider(failed) => provider_error(py, failed, configs, Some(attempts)),
+        CallError::Provider(failed) => {
+            provider_error(py, failed, configs, Some(attempts), Some(call_id))
+        }
         CallError::Unserved => {
             let reasons: Vec<&str> = failure
                 .attempts
@@ -54,7 +58,7 @@ pub fn call_error(
         CallError::Deadline { deadline, last } => {
             let cause = last
                 .as_ref()
-                .map(|failed| provider_error(py, failed, configs, None))
+                .map(|failed| provider_error(py, failed, configs, None, None))
                 .transpose()?;
             let fields = PyDict::new(py);
             fields.set_item("deadline", deadline.as_secs_f64())?;

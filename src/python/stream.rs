@@ -203,7 +203,7 @@ fn stream_interrupted(call: &CoreCall, broken: Interruption, cause: Option<PyErr
                         failure: broken.failure,
                         retry_after: None,
                     };
-                    provider_error(py, &failed, &configs, Some(attempts.clone_ref(py)))?
+                    provider_error(py, &failed, &configs, Some(attempts.clone_ref(py)), None)?
                 }
             };
             let info = PyDict::new(py);
