@@ -107,12 +107,11 @@ def test_a_cache_price_left_out_costs_what_input_does(call: Any, mock_server: Mo
     assert response.cost == pytest.approx(expected)
 
 
-def test_client_prices_are_looked_up_by_the_model_sent_and_a_providers_own_wins(
+def test_client_prices_are_looked_up_by_the_model_sent_and_a_providers_own_wins_for_its_model(
     call: Any, mock_server: MockServer
 ) -> None:
-    mock_server.push(json=chat_answer(1000, 1000))
-    mock_server.push(json=chat_answer(1000, 1000))
-    mock_server.push(json=chat_answer(1000, 1000))
+    for _ in range(4):
+        mock_server.push(json=chat_answer(1000, 1000))
     prices = {"gpt-4.1-mini": failover.Price(1.0, 2.0), "gpt-4.1": failover.Price(10.0, 20.0)}
     client = failover.Client(
         {"plain": openai(mock_server), "own": openai(mock_server, price=failover.Price(3.0, 3.0))},
@@ -120,7 +119,9 @@ def test_client_prices_are_looked_up_by_the_model_sent_and_a_providers_own_wins(
     )
     assert call(client, provider="plain").cost == pytest.approx(3000 / MILLION)
     assert call(client, provider="plain", model="gpt-4.1").cost == pytest.approx(30000 / MILLION)
-    assert call(client, provider="own", model="gpt-4.1").cost == pytest.approx(6000 / MILLION)
+    assert call(client, provider="own").cost == pytest.approx(6000 / MILLION)
+    # A provider's own price is its own model's: another model is priced by the client's.
+    assert call(client, provider="own", model="gpt-4.1").cost == pytest.approx(30000 / MILLION)
     assert json.loads(mock_server.requests[1].body)["model"] == "gpt-4.1"
 
 
@@ -257,7 +258,8 @@ def test_a_cut_stream_reports_what_it_used_up_to_the_cut(
     face: str, mock_server: MockServer
 ) -> None:
     """Anthropic's message_start reports the input; a cut after the first
-    words: the interrupted attempt was billed, and priced on what came."""
+    words: the interrupted attempt was billed, for an output nobody knows, so
+    it is unpriced (total_cost is a floor, not the bill)."""
     mock_server.push(
         sse=[
             ant(
@@ -287,9 +289,11 @@ def test_a_cut_stream_reports_what_it_used_up_to_the_cut(
     error = caught.value
     (attempt,) = error.attempts
     assert attempt.billed is True
-    assert attempt.usage is not None and attempt.usage.input_tokens == 2000
-    assert error.total_cost == pytest.approx((2000 * 1.0 + 1 * 5.0) / MILLION)
-    assert error.unpriced_attempts == 0
+    # The input is known; the output so far (message_start's 1) is not the bill.
+    assert attempt.usage == failover.Usage(2000, None, None, None, None)
+    assert error.usage is not None and error.usage.output_tokens == 1
+    assert (attempt.cost, error.total_cost) == (None, None)
+    assert error.unpriced_attempts == 1
 
 
 def test_embeddings_use_the_embedding_price(face: str, mock_server: MockServer) -> None:
@@ -362,6 +366,7 @@ def test_genai_prices_without_the_package_names_the_extra(
         lambda: failover.Price("1", 1),
         lambda: failover.Price(True, 1),
         lambda: failover.Price(1, float("inf")),
+        lambda: failover.Price(10**400, 1),
         lambda: failover.Price(1, 1, cache_read=float("nan")),
         lambda: failover.OpenAI("m", api_key=KEY, price=1.0),
         lambda: failover.Anthropic("m", api_key=KEY, embedding_price=failover.Price(1, 1)),
@@ -380,3 +385,39 @@ def test_price_is_a_readable_value() -> None:
     assert repr(price) == "Price(input=0.4, output=1.6, cache_read=0.1, cache_write=None)"
     assert price == failover.Price(0.4, 1.6, 0.1)
     assert price.cost(failover.Usage(input_tokens=None)) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "billed"), [(400, False), (503, False), (500, None), (504, None)]
+)
+def test_an_error_status_is_a_refusal_or_cannot_be_known(
+    call: Any, mock_server: MockServer, status: int, billed: bool | None
+) -> None:
+    """A 4xx, 503 or 529 refuses before generating; a gateway's 504 (or a 500) may come
+    after the model generated: unknown, and counted as unpriced."""
+    mock_server.push(status=status, json={"error": {"message": "no"}})
+    client = failover.Client(
+        {"a": openai(mock_server, price=PRICE)},
+        retry=failover.RetryPolicy(max_retries=0, max_retries_last=0),
+    )
+    with pytest.raises(failover.ProviderError) as caught:
+        call(client)
+    assert caught.value.attempts[-1].billed is billed
+    assert caught.value.unpriced_attempts == (0 if billed is False else 1)
+
+
+def test_a_key_callable_that_raises_sent_nothing_and_is_not_billed(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    def broken_key() -> str:
+        raise RuntimeError("vault is down")
+
+    backup_server.push(json=chat_answer(10, 1))
+    keyless = failover.OpenAICompatible(
+        "gpt-4.1-mini", base_url=mock_server.url, api_key=broken_key
+    )
+    client = failover.Client({"a": keyless, "b": openai(backup_server)})
+    response = client.prompt("Hi")
+    assert mock_server.requests == []
+    assert response.attempts[0].billed is False
+    assert response.unpriced_attempts == 1  # only b's answer, which has no price

@@ -313,3 +313,20 @@ def test_telemetry_without_the_package_names_the_extra(
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     with pytest.raises(failover.ConfigurationError, match=r"failover\[otel\]"):
         failover.Client({"a": openai(mock_server)}, telemetry=failover.OpenTelemetry())
+
+
+def test_a_cancelled_call_ends_its_span(otel: Otel, mock_server: MockServer) -> None:
+    mock_server.push(fault="hang")
+    client = failover.Client({"a": openai(mock_server)}, telemetry=otel.option())
+
+    async def run() -> None:
+        task = asyncio.ensure_future(client.prompt_async("Hi"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    [span] = [s for s in otel.spans() if s.name.startswith("chat")]
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["error.type"] == "CancelledError"

@@ -247,7 +247,11 @@ def _cost(r: Any) -> str:
     total = r.total_cost
     shown = "unknown" if total is None else f"${total:.6f}"
     usage = r.total_usage
-    tokens = f"{usage.input_tokens or 0} in / {usage.output_tokens or 0} out"
+
+    def shown_tokens(n: int | None) -> str:
+        return "?" if n is None else str(n)  # unknown is not 0
+
+    tokens = f"{shown_tokens(usage.input_tokens)} in / {shown_tokens(usage.output_tokens)} out"
     unpriced = f", {r.unpriced_attempts} attempt(s) unpriced" if r.unpriced_attempts else ""
     return f"{shown} for {tokens} tokens over {len(r.attempts)} attempt(s){unpriced}"
 

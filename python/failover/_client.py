@@ -313,7 +313,8 @@ class Client:
     def _failed(self, error: BaseException, embeddings: bool, observed: Observed | None) -> None:
         """A failed call's error: priced, counted in ``stats()``, and its span
         ended (an interrupt or a cancellation ends the span only)."""
-        if isinstance(error, FailoverError):
+        # A call refused before anything was tried (a ConfigurationError) is no call.
+        if isinstance(error, FailoverError) and error.attempts:
             if self._pricing is not None:
                 self._pricing.error(error, embeddings)
             self._tally.count(error.attempts, None)

@@ -6,7 +6,7 @@ billed, the model sent) and this prices them."""
 from __future__ import annotations
 
 from ._attempt import Attempt
-from ._checks import utf8_text
+from ._checks import number, utf8_text
 from ._exceptions import ConfigurationError, FailoverError
 from ._record import Record
 from ._usage import Usage
@@ -28,17 +28,13 @@ GENAI_PRICES = "genai-prices"
 _PER_MILLION = 1_000_000
 
 
-def _rate(owner: str, what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(
-            f"{owner} {what} must be a number of USD per million tokens, got {value!r}"
-        )
-    rate = float(value)
-    if not (0.0 <= rate < float("inf")):
-        raise ConfigurationError(
-            f"{owner} {what} must be a finite number of USD per million tokens, >= 0, got {value!r}"
-        )
-    return rate
+#: The highest price taken, USD per million tokens: far above any model's,
+#: and a bound that refuses absurd numbers (10**400) when given.
+_MAX_RATE = 1_000_000.0
+
+
+def _rate(what: str, value: object) -> float:
+    return number(f"Price {what} (USD per million tokens)", value, low=0.0, high=_MAX_RATE)
 
 
 class Price(Record):
@@ -60,16 +56,17 @@ class Price(Record):
         cache_write: float | None = None,
     ) -> None:
         self._init(
-            input=_rate("Price", "input", input),
-            output=_rate("Price", "output", output),
-            cache_read=None if cache_read is None else _rate("Price", "cache_read", cache_read),
-            cache_write=None if cache_write is None else _rate("Price", "cache_write", cache_write),
+            input=_rate("input", input),
+            output=_rate("output", output),
+            cache_read=None if cache_read is None else _rate("cache_read", cache_read),
+            cache_write=None if cache_write is None else _rate("cache_write", cache_write),
         )
 
-    def cost(self, usage: Usage) -> float | None:
+    def cost(self, usage: Usage, *, output: bool = True) -> float | None:
         """USD for ``usage`` (input counts every input token, the cache figures
-        are parts of it); ``None`` when the input is not known."""
-        if usage.input_tokens is None:
+        are parts of it); ``None`` when the input is not known, or the output
+        (``output=False``: there is none, as for embeddings)."""
+        if usage.input_tokens is None or (output and usage.output_tokens is None):
             return None
         cache_read = usage.cache_read_tokens or 0
         cache_write = usage.cache_write_tokens or 0
@@ -148,16 +145,24 @@ class Pricing:
         if usage is None:
             return None
         provider = self._providers.get(attempt.provider)
-        own = None
-        if provider is not None:
-            own = provider._embedding_price if embeddings else provider._price
-        if own is not None:
-            return own.cost(usage)
         model = attempt.model
+        output = not embeddings
+        if provider is not None:
+            # A provider's own price is its configured model's: a call that
+            # names another model (model=) is priced by the client's prices.
+            own, own_model = (
+                (provider._embedding_price, provider.embedding_model or provider.model)
+                if embeddings
+                else (provider._price, provider.model)
+            )
+            if own is not None and model == own_model:
+                return own.cost(usage, output=output)
         if self._by_model is not None:
             price = self._by_model.get(model) if model is not None else None
-            return price.cost(usage) if price is not None else None
+            return price.cost(usage, output=output) if price is not None else None
         if self._genai is not None and provider is not None and model is not None:
+            if usage.input_tokens is None or (output and usage.output_tokens is None):
+                return None  # genai-prices would count what is unknown as 0
             cost: float | None = self._genai(provider, model, usage, attempt.started)
             return cost
         return None
@@ -206,8 +211,20 @@ def _genai_prices() -> typing.Any:
                 found = genai_prices.calc_price(
                     counted, model, provider_api_url=provider.base_url, genai_request_timestamp=when
                 )
-        except (LookupError, ValueError):
+        except LookupError:
             # A model (or server) it does not know has no price: never a guess.
+            return None
+        except Exception:
+            # Whatever else the database raises, the call has its answer: the
+            # attempt is left unpriced, and the lookup's failure logged.
+            import logging
+
+            logging.getLogger("failover").warning(
+                "genai-prices could not price %s of %s",
+                model,
+                type(provider).__name__,
+                exc_info=True,
+            )
             return None
         return float(found.total_price)
 

@@ -160,7 +160,8 @@ class _StreamBase:
 
     def _failed(self, error: BaseException) -> None:
         """A failed stream's error: what it cost so far, then counted."""
-        if isinstance(error, FailoverError):
+        # Only a failure of the stream itself, which carries its attempts.
+        if isinstance(error, FailoverError) and error.attempts:
             if self._pricing is not None:
                 self._pricing.error(error, False)
             self._count(error.attempts, None)

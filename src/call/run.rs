@@ -211,19 +211,28 @@ impl<C: Clock, E> Call<C, E> {
                 async move {
                     let sent = match sent {
                         Ok(sent) => sent,
-                        Err(NoKey::Failed(failure)) => return Err(failure),
+                        // No key, nothing sent: nothing billed.
+                        Err(NoKey::Failed(failure)) => {
+                            return Err(engine::Failure {
+                                billed: Some(false),
+                                ..failure
+                            })
+                        }
                         // The call is being ended by its interrupt: never report
                         // an outcome the engine could act on (fail over, call the
                         // next).
                         Err(NoKey::Ended) => std::future::pending().await,
                     };
                     if let Some(had) = key_took_the_time {
-                        return Err(engine::Failure::out_of_time(format!(
-                            "{}: its api_key callable took the {:.3}s left before the deadline; \
-                             nothing was sent",
-                            provider.name,
-                            had.as_secs_f64()
-                        )));
+                        return Err(engine::Failure {
+                            billed: Some(false),
+                            ..engine::Failure::out_of_time(format!(
+                                "{}: its api_key callable took the {:.3}s left before the \
+                                 deadline; nothing was sent",
+                                provider.name,
+                                had.as_secs_f64()
+                            ))
+                        });
                     }
                     providers::exchange(provider, job, transport, &sent, bounds).await
                 }

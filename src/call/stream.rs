@@ -125,7 +125,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
         if let State::Live(live) = std::mem::replace(&mut self.state, State::Done) {
             let mut attempts = live.attempts;
             count_reading(&mut attempts, live.began);
-            report_usage(&mut attempts, &live.stream.acc.usage);
+            report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
             self.closed = Some(attempts);
         }
         self.call.end();
@@ -304,7 +304,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
         };
         let mut attempts = live.attempts;
         count_reading(&mut attempts, live.began);
-        report_usage(&mut attempts, &live.stream.acc.usage);
+        report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();
@@ -340,10 +340,18 @@ fn count_reading(attempts: &mut [AttemptRecord], began: Instant) {
 
 /// The attempt being read (the last of `attempts`) used what its stream
 /// reported, up to its end or its cut; it delivered content, so it is billed.
-fn report_usage(attempts: &mut [AttemptRecord], usage: &Usage) {
+/// Before the answer's end (`ended`), an output figure is only what was
+/// reported so far (Anthropic's `message_start` says 1): not the bill, so
+/// only the input is kept.
+fn report_usage(attempts: &mut [AttemptRecord], usage: &Usage, ended: bool) {
     if let Some(last) = attempts.last_mut() {
+        let usage = if ended {
+            usage.clone()
+        } else {
+            usage.input_only()
+        };
         if usage.is_known() {
-            last.usage = Some(usage.clone());
+            last.usage = Some(usage);
         }
         last.billed = Some(true);
     }
@@ -364,7 +372,7 @@ fn retries_done(attempts: &[AttemptRecord], provider: usize) -> u32 {
 fn interrupted(live: Live, failure: Failure) -> Interruption {
     let mut attempts = live.attempts;
     count_reading(&mut attempts, live.began);
-    report_usage(&mut attempts, &live.stream.acc.usage);
+    report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
     if let Some(last) = attempts.last_mut() {
         last.kind = Some(failure.kind);
         last.status = failure.status.or(last.status);

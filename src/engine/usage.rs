@@ -38,6 +38,16 @@ impl Usage {
         self.fields().iter().any(Option::is_some)
     }
 
+    /// The input figures only: what a stream reported before its end, whose
+    /// output so far is not what the provider bills.
+    pub fn input_only(&self) -> Usage {
+        Usage {
+            output_tokens: None,
+            reasoning_tokens: None,
+            ..self.clone()
+        }
+    }
+
     fn fields(&self) -> [Option<u64>; 5] {
         [
             self.input_tokens,

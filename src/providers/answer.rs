@@ -279,7 +279,10 @@ fn classified_failure(
         (None, Some(detail)) => format!("{name} {said}{hint}: {detail}"),
         (None, None) => format!("{name} {said}{hint}"),
     };
-    // An error is not billed, unless its body reports usage.
+    // An error is not billed, unless its body reports usage: a refusal (a
+    // 4xx, an overload's 503 or 529) comes before generating; another 5xx
+    // (a gateway's 502, 504 or 524 timing out on the model) may come after,
+    // which cannot be known.
     let usage = json
         .as_ref()
         .and_then(|j| format(provider.wire).error_usage(j));
@@ -292,7 +295,11 @@ fn classified_failure(
         request_id,
         out_of_time: false,
         cut_short: false,
-        billed: Some(usage.is_some()),
+        billed: match (&usage, came.unwrap_or(response.status)) {
+            (Some(_), _) => Some(true),
+            (None, status) if status < 500 || status == 503 || status == 529 => Some(false),
+            (None, _) => None,
+        },
         usage: usage.map(Box::new),
     }
 }

@@ -407,8 +407,9 @@ impl LiveStream {
         // and whether it is billed: surely once it delivered content; before
         // that, it cannot be known (the provider may have generated what
         // never arrived, or counted the input and refused).
+        // (Its output so far is not what the provider bills: input only.)
         if failure.usage.is_none() && self.acc.usage.is_known() {
-            failure.usage = Some(Box::new(self.acc.usage.clone()));
+            failure.usage = Some(Box::new(self.acc.usage.input_only()));
         }
         let delivered = !self.acc.text.is_empty() || !self.acc.tool_calls.is_empty();
         failure.billed = delivered.then_some(true);

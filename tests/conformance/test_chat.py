@@ -198,8 +198,10 @@ def test_recorded_error(rec: Recording, face: str) -> None:
     assert exc.provider == rec.folder
     assert exc.model == rec.model
     assert exc.body == rec.body.decode("utf-8")
-    # A refusal before generating: not billed, nothing used (no recorded error reports usage).
-    assert [a.billed for a in exc.attempts][-1:] == [False]
+    # No recorded error reports usage: a refusal (4xx, 503, 529) is not billed, another 5xx
+    # cannot be known.
+    refused = rec.status < 500 or rec.status in (503, 529)
+    assert [a.billed for a in exc.attempts][-1:] == [False if refused else None]
     assert exc.attempts[-1].usage is None
     if recorded_request_id(rec) is not None:
         assert exc.request_id == recorded_request_id(rec)

@@ -250,11 +250,18 @@ REFUSED = frozenset({False})
 UNKNOWABLE = frozenset({None})
 
 
+def billed_status(status: int) -> frozenset[bool | None]:
+    """An error status whose body reports no usage (issue 18): a refusal before generating
+    (a 4xx, an overload's 503 or 529) is not billed; another 5xx (a gateway timing out on
+    the model, a server error) may come after generating, which cannot be known."""
+    return REFUSED if status < 500 or status in (503, 529) else UNKNOWABLE
+
+
 def billed(fault: str | None, call: str) -> frozenset[bool | None]:
     """Whether a failed attempt may be billed (issue 18: True once the provider generated,
     False when it refused before generating, None when it cannot be known)."""
     if fault is None:
-        return REFUSED  # an error status, whose body reports no usage
+        return REFUSED  # (an error status: billed_status)
     if transport_kinds(fault, call) == "interrupted":
         return ANSWERED  # content was delivered
     if fault in ("truncated_body", "non_json_body", "invalid_utf8"):
@@ -386,7 +393,9 @@ def predict(case: Case) -> Outcome:
             else:
                 kinds = frozenset({classify_status(case.status or 0, case.wire)})
                 out.details.append(
-                    AttemptDetail(case.status, True, frozenset(kinds), waited, REFUSED)
+                    AttemptDetail(
+                        case.status, True, frozenset(kinds), waited, billed_status(case.status or 0)
+                    )
                 )
                 hint = read_hint(case.hint, case.wire)
                 wait = hint.wait(elapsed)
