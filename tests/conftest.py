@@ -187,3 +187,26 @@ SINGLE_TRY = failover.RetryPolicy(max_retries_last=0)
 def clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (*failover._native.PROXY_VARIABLES, "NO_PROXY", "no_proxy", "REQUEST_METHOD"):
         monkeypatch.delenv(name, raising=False)
+
+
+def chat_answer(prompt_tokens: int, completion_tokens: int, cached: int | None = None) -> Any:
+    """A Chat Completions answer reporting its usage (cached: prompt_tokens_details)."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {
+        "id": "chatcmpl-1",
+        "model": "gpt-4.1-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }

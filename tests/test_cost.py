@@ -15,31 +15,9 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, ant, anthropic, collect, oa, openai
+from conftest import KEY, ant, anthropic, chat_answer, collect, oa, openai
 
 MILLION = 1_000_000
-
-
-def chat_answer(prompt_tokens: int, completion_tokens: int, cached: int | None = None) -> Any:
-    usage: dict[str, Any] = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    return {
-        "id": "chatcmpl-1",
-        "model": "gpt-4.1-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Hello"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage,
-    }
 
 
 def rate_limited(server: MockServer, wait: str = "1") -> None:

@@ -14,24 +14,9 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import SINGLE_TRY, ant, anthropic, collect, oa, oa_text, openai
+from conftest import SINGLE_TRY, ant, anthropic, chat_answer, collect, oa, oa_text, openai
 
 MILLION = 1_000_000
-
-
-def chat_answer(prompt_tokens: int, completion_tokens: int) -> Any:
-    return {
-        "id": "chatcmpl-1",
-        "model": "gpt-4.1-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Hello"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-    }
 
 
 def stream_events(prompt_tokens: int, completion_tokens: int) -> list[str]:

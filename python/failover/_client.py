@@ -21,6 +21,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typ
 if TYPE_CHECKING:
     import typing
     from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    #: A whole call's result.
+    R = typing.TypeVar("R", Response, Embeddings)
 else:
     from _collections_abc import (  # collections.abc's, loaded at startup
         Callable,
@@ -310,6 +313,22 @@ class Client:
             other._emit = _emitter(on_event, self._tap)
         return other
 
+    def _observe(
+        self, operation: str, args: CallArgs | EmbedArgs, current: bool
+    ) -> Observed | None:
+        """The call's span, when the client has telemetry (``current``: made the
+        current span while a whole call runs)."""
+        if self._telemetry is None:
+            return None
+        return self._telemetry.start(operation, args, current)
+
+    def _answered(self, result: R, observed: Observed | None) -> R:
+        """A call's answer: counted in ``stats()``, and its span ended."""
+        self._tally.count(result.attempts, result.provider)
+        if observed is not None:
+            observed.answered(result)
+        return result
+
     def _failed(self, error: BaseException, embeddings: bool, observed: Observed | None) -> None:
         """A failed call's error: priced, counted in ``stats()``, and its span
         ended (an interrupt or a cancellation ends the span only)."""
@@ -569,17 +588,13 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        observed = None if self._telemetry is None else self._telemetry.start("chat", args, True)
+        observed = self._observe("chat", args, True)
         try:
             data = self._native.prompt(args)
         except BaseException as error:
             self._failed(error, False, observed)
             raise
-        response = Response(data, self._pricing)
-        self._tally.count(response.attempts, response.provider)
-        if observed is not None:
-            observed.answered(response)
-        return response
+        return self._answered(Response(data, self._pricing), observed)
 
     async def prompt_async(
         self,
@@ -625,17 +640,13 @@ class Client:
             is_async=True,
         )
         _quiesce_at_exit()
-        observed = None if self._telemetry is None else self._telemetry.start("chat", args, True)
+        observed = self._observe("chat", args, True)
         try:
             data = await self._native.prompt_async(args)
         except BaseException as error:
             self._failed(error, False, observed)
             raise
-        response = Response(data, self._pricing)
-        self._tally.count(response.attempts, response.provider)
-        if observed is not None:
-            observed.answered(response)
-        return response
+        return self._answered(Response(data, self._pricing), observed)
 
     def stream(
         self,
@@ -690,7 +701,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        observed = None if self._telemetry is None else self._telemetry.start("chat", args, False)
+        observed = self._observe("chat", args, False)
         try:
             native = self._native.stream(args, _options.restart(on_interrupt))
         except BaseException as error:
@@ -745,7 +756,7 @@ class Client:
         )
         restart = _options.restart(on_interrupt)
         _quiesce_at_exit()
-        observed = None if self._telemetry is None else self._telemetry.start("chat", args, False)
+        observed = self._observe("chat", args, False)
         try:
             try:
                 native = self._native.stream_async(args, restart)
@@ -838,11 +849,7 @@ class Client:
         except BaseException as error:
             self._failed(error, True, observed)
             raise
-        embeddings = Embeddings(data, self._pricing)
-        self._tally.count(embeddings.attempts, embeddings.provider)
-        if observed is not None:
-            observed.answered(embeddings)
-        return embeddings
+        return self._answered(Embeddings(data, self._pricing), observed)
 
     async def embed_async(
         self,
@@ -880,8 +887,4 @@ class Client:
         except BaseException as error:
             self._failed(error, True, observed)
             raise
-        embeddings = Embeddings(data, self._pricing)
-        self._tally.count(embeddings.attempts, embeddings.provider)
-        if observed is not None:
-            observed.answered(embeddings)
-        return embeddings
+        return self._answered(Embeddings(data, self._pricing), observed)
