@@ -330,3 +330,17 @@ def test_a_cancelled_call_ends_its_span(otel: Otel, mock_server: MockServer) -> 
     [span] = [s for s in otel.spans() if s.name.startswith("chat")]
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes["error.type"] == "CancelledError"
+
+
+def test_a_stream_closed_early_keeps_its_waits(otel: Otel, mock_server: MockServer) -> None:
+    """Its span has the wait before its retry (the events are matched by its call id)."""
+    mock_server.push(status=429, headers={"retry-after": "1"}, json={"error": {}})
+    mock_server.push(sse=stream_events("Hi there"))
+    client = failover.Client(
+        {"a": openai(mock_server)}, sleeper=FakeSleeper(), telemetry=otel.option()
+    )
+    with client.stream("Hi") as stream:
+        next(iter(stream))
+    span = otel.call_span()
+    assert [e.name for e in span.events] == ["failover.wait"]
+    assert span.attributes["failover.attempts"] == 2

@@ -100,7 +100,7 @@ def _chunk(data: typing.Any) -> Chunk:
 
 
 def _count_closed(
-    tally: Tally, pricing: Pricing | None, observed: Observed | None
+    tally: Tally, pricing: Pricing | None, observed: Observed | None, call_id: str
 ) -> Callable[[list[typing.Any]], None]:
     """What a stream closed before its end hands its attempts to (from the
     closing thread, or the runtime's once a read in flight lets go): priced,
@@ -113,7 +113,7 @@ def _count_closed(
             attempts = pricing.attempts(attempts, False)
         tally.count(attempts, None)
         if observed is not None:
-            observed.closed(attempts)
+            observed.closed(attempts, call_id)
 
     return count
 
@@ -137,7 +137,7 @@ class _StreamBase:
         #: before its end.
         self._tally = tally
         if tally is not None:
-            native.on_closed(_count_closed(tally, pricing, observed))
+            native.on_closed(_count_closed(tally, pricing, observed, native.call_id))
         from collections import deque  # per stream, not at import: collections costs 1 ms
 
         self._pending: deque[Chunk] = deque()
@@ -181,13 +181,13 @@ class _StreamBase:
         if self._observed is not None:
             # Ended by on_closed with the attempts read so far, unless the
             # stream never started (or a read still holds it): ended here.
-            self._observed.closed()
+            self._observed.closed(call_id=self._native.call_id)
 
     def __del__(self) -> None:
         # A stream dropped unread or half read ends its span (telemetry).
         observed = getattr(self, "_observed", None)
         if observed is not None:
-            observed.closed()
+            observed.closed(call_id=self._native.call_id)
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "open"

@@ -351,11 +351,11 @@ class Observed:
         call_id = getattr(error, "call_id", None)
         self._end(attempts, call_id, kind)
 
-    def closed(self, attempts: tuple[Attempt, ...] = ()) -> None:
+    def closed(self, attempts: tuple[Attempt, ...] = (), call_id: str | None = None) -> None:
         """A stream closed (or dropped) before its end: no answer, no error."""
         if not self._ended:
             self.span.set_attribute("failover.closed_early", True)
-            self._end(attempts, None, None)
+            self._end(attempts, call_id, None)
 
     def _end(self, attempts: tuple[Attempt, ...], call_id: str | None, error: str | None) -> None:
         import time

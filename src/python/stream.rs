@@ -238,11 +238,14 @@ pub struct NativeStream {
     driver: Arc<Mutex<Driver>>,
     close: watch::Sender<bool>,
     locals: Option<pyo3_async_runtimes::TaskLocals>,
+    /// The call's id, as its events carry (telemetry matches them by it).
+    call_id: String,
 }
 
 impl NativeStream {
     pub(super) fn new(inner: Arc<Inner>, call: Call, restart: bool) -> Self {
         let (close, closed) = watch::channel(false);
+        let call_id = call.core.call_id.clone();
         let driver = Driver {
             inner,
             core: StreamDriver::new(call.core, restart),
@@ -255,6 +258,7 @@ impl NativeStream {
             driver: Arc::new(Mutex::new(driver)),
             close,
             locals: None,
+            call_id,
         }
     }
 
@@ -391,6 +395,11 @@ impl NativeStream {
     }
 
     /// Seconds from the call to its first content chunk.
+    #[getter]
+    fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
     #[getter]
     fn time_to_first_token(&self) -> Option<f64> {
         self.driver.try_lock().ok()?.core.time_to_first_token()
