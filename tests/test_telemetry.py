@@ -239,6 +239,16 @@ def test_a_stream_closed_early_or_dropped_ends_its_span(
     del stream
     gc.collect()
     assert len([s for s in otel.spans() if "failover.attempts" in s.attributes]) == 2
+    # One dropped half read is closed: its span has its attempt, and stats() counts it.
+    mock_server.push(sse=stream_events("Hi there"))
+    stream = client.stream("Hi")
+    next(iter(stream))
+    del stream
+    gc.collect()
+    dropped = [s for s in otel.spans() if "failover.attempts" in s.attributes][-1]
+    assert dropped.attributes["failover.attempts"] == 1
+    assert len(otel.children(dropped)) == 1
+    assert client.stats().total.attempts == 2
 
 
 def test_a_stream_cut_after_content_ends_its_span_in_error(
@@ -344,3 +354,42 @@ def test_a_stream_closed_early_keeps_its_waits(otel: Otel, mock_server: MockServ
     span = otel.call_span()
     assert [e.name for e in span.events] == ["failover.wait"]
     assert span.attributes["failover.attempts"] == 2
+
+
+def test_a_span_processor_that_raises_never_changes_the_call(
+    call: Any, mock_server: MockServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Broken(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            raise RuntimeError("processor on_start")
+
+        def on_end(self, span: Any) -> None:
+            raise RuntimeError("processor on_end")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Broken())
+    mock_server.push_text("Hello", wire="openai")
+    client = failover.Client(
+        {"a": openai(mock_server)}, telemetry=failover.OpenTelemetry(tracer_provider=provider)
+    )
+    assert call(client).text == "Hello"
+
+
+def test_a_failed_chains_span_names_the_last_attempt_and_never_its_message(
+    otel: Otel, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(status=401, json={"error": {"message": "bad key"}})
+    backup_server.push(status=503, json={"error": {"message": "upstream said sk-other-secret"}})
+    client = failover.Client(
+        {"claude": anthropic(mock_server), "gpt": openai(backup_server)},
+        telemetry=otel.option(),
+        retry=failover.RetryPolicy(max_retries=0, max_retries_last=0),
+    )
+    with pytest.raises(failover.ProviderOverloaded):
+        client.prompt("Hi")
+    span = otel.call_span()
+    assert span.name == "chat gpt-4.1-mini"
+    assert span.attributes["gen_ai.provider.name"] == "openai_compatible"
+    assert span.status.description == "ProviderOverloaded"

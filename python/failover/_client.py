@@ -320,7 +320,7 @@ class Client:
         current span while a whole call runs)."""
         if self._telemetry is None:
             return None
-        return self._telemetry.start(operation, args, current)
+        return self._telemetry.begin(operation, args, current)
 
     def _answered(self, result: R, observed: Observed | None) -> R:
         """A call's answer: counted in ``stats()``, and its span ended."""

@@ -184,10 +184,13 @@ class _StreamBase:
             self._observed.closed(call_id=self._native.call_id)
 
     def __del__(self) -> None:
-        # A stream dropped unread or half read ends its span (telemetry).
-        observed = getattr(self, "_observed", None)
-        if observed is not None:
-            observed.closed(call_id=self._native.call_id)
+        # A stream dropped unread or half read is closed: counted in stats()
+        # with what it read, and its span ended (telemetry).
+        if not getattr(self, "_done", True):
+            try:
+                self._close()
+            except Exception:
+                pass
 
     def __repr__(self) -> str:
         state = "ended" if self._done else "open"

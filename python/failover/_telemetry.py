@@ -160,7 +160,8 @@ class Telemetry:
             attributes: dict[str, typing.Any] = {
                 "failover.wait.seconds": event.delay,
                 "failover.provider": event.provider,
-                "failover.attempt": event.attempt,
+                # Which attempt at this provider failed (RetryScheduled.attempt).
+                "failover.provider_attempt": event.attempt,
                 "failover.reason": event.reason,
                 "error.type": event.kind,
             }
@@ -197,6 +198,19 @@ class Telemetry:
         """A call's span, begun now (``current``: made the current span until
         it ends, for a whole call; a stream's is only parented)."""
         return Observed(self, operation, args, current)
+
+    def begin(self, operation: str, args: typing.Any, current: bool) -> Observed | None:
+        """``start``, or ``None`` (no span) when the SDK raises: telemetry never
+        changes a call's outcome."""
+        try:
+            return self.start(operation, args, current)
+        except Exception:
+            import logging
+
+            logging.getLogger("failover").warning(
+                "telemetry failed; the call goes on", exc_info=True
+            )
+            return None
 
 
 def _provider_name(provider: Provider | None) -> str:
@@ -285,24 +299,37 @@ class Observed:
             telemetry.context.attach(trace.set_span_in_context(self.span)) if current else None
         )
 
-    def answered(self, result: typing.Any) -> None:
-        """The call's answer: the span describes the answering attempt."""
-        if self._ended:
-            return
-        span = self.span
-        attempts = result.attempts
-        answering = _answering(attempts)
-        provider = self._telemetry.providers.get(result.provider)
-        attributes: dict[str, typing.Any] = {
-            "gen_ai.provider.name": _provider_name(provider),
-        }
+    def _describe(self, last: Attempt | None) -> dict[str, typing.Any]:
+        """The call span's provider, model and server, and usage, as the last
+        attempt's (the answering one, or the one whose error ended the call)."""
+        attributes: dict[str, typing.Any] = {}
+        if last is None:
+            return attributes
+        provider = self._telemetry.providers.get(last.provider)
+        attributes["gen_ai.provider.name"] = _provider_name(provider)
         address, port = _server(provider)
         if address is not None:
             attributes["server.address"] = address
             attributes["server.port"] = port
-        if answering is not None and answering.model is not None:
-            attributes["gen_ai.request.model"] = answering.model
-            span.update_name(f"{self._operation} {answering.model}")
+        if last.model is not None:
+            attributes["gen_ai.request.model"] = last.model
+            self.span.update_name(f"{self._operation} {last.model}")
+        if last.usage is not None:
+            if last.usage.input_tokens is not None:
+                attributes["gen_ai.usage.input_tokens"] = last.usage.input_tokens
+            if last.usage.output_tokens is not None:
+                attributes["gen_ai.usage.output_tokens"] = last.usage.output_tokens
+        return attributes
+
+    def answered(self, result: typing.Any) -> None:
+        """The call's answer: the span describes the answering attempt."""
+        if not self._ended:
+            _guarded(self._answered, result)
+
+    def _answered(self, result: typing.Any) -> None:
+        span = self.span
+        attempts = result.attempts
+        attributes = self._describe(_answering(attempts))
         if result.model is not None:
             attributes["gen_ai.response.model"] = result.model
         response_id = _response_id(result)
@@ -339,28 +366,48 @@ class Observed:
 
     def failed(self, error: BaseException) -> None:
         """The call ended in ``error`` (a cancellation included)."""
-        if self._ended:
-            return
+        if not self._ended:
+            _guarded(self._failed, error)
+
+    def _failed(self, error: BaseException) -> None:
         span = self.span
         kind = type(error).__name__
-        span.set_attribute("error.type", kind)
-        span.set_status(
-            self._telemetry.trace.Status(self._telemetry.trace.StatusCode.ERROR, str(error))
-        )
         attempts = error.attempts if isinstance(error, FailoverError) else ()
-        call_id = getattr(error, "call_id", None)
-        self._end(attempts, call_id, kind)
+        attributes = self._describe(_answering(attempts))
+        attributes["error.type"] = kind
+        span.set_attributes(attributes)
+        self._attributes.update(attributes)
+        # The class only: an error's message quotes what a provider sent.
+        trace = self._telemetry.trace
+        span.set_status(trace.Status(trace.StatusCode.ERROR, kind))
+        self._end(attempts, getattr(error, "call_id", None), kind)
 
     def closed(self, attempts: tuple[Attempt, ...] = (), call_id: str | None = None) -> None:
         """A stream closed (or dropped) before its end: no answer, no error."""
         if not self._ended:
-            self.span.set_attribute("failover.closed_early", True)
-            self._end(attempts, call_id, None)
+            _guarded(self._closed, attempts, call_id)
+
+    def _closed(self, attempts: tuple[Attempt, ...], call_id: str | None) -> None:
+        attributes = self._describe(_answering(attempts))
+        attributes["failover.closed_early"] = True
+        self.span.set_attributes(attributes)
+        self._attributes.update(attributes)
+        self._end(attempts, call_id, None)
 
     def _end(self, attempts: tuple[Attempt, ...], call_id: str | None, error: str | None) -> None:
+        self._ended = True
+        try:
+            self._record(attempts, call_id, error)
+        finally:
+            if self._token is not None:
+                self._telemetry.context.detach(self._token)
+                self._token = None
+
+    def _record(
+        self, attempts: tuple[Attempt, ...], call_id: str | None, error: str | None
+    ) -> None:
         import time
 
-        self._ended = True
         telemetry = self._telemetry
         span = self.span
         trace = telemetry.trace
@@ -457,9 +504,17 @@ class Observed:
         if usage.output_tokens is not None:
             telemetry.tokens.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
         span.end()
-        if self._token is not None:
-            telemetry.context.detach(self._token)
-            self._token = None
+
+
+def _guarded(method: typing.Any, *args: typing.Any) -> None:
+    """Telemetry never changes a call's outcome: an exception from the SDK
+    (a span processor that raises) is logged, and the call goes on."""
+    try:
+        method(*args)
+    except Exception:
+        import logging
+
+        logging.getLogger("failover").warning("telemetry failed; the call goes on", exc_info=True)
 
 
 def _answering(attempts: tuple[Attempt, ...]) -> Attempt | None:
@@ -507,7 +562,7 @@ def _message_parts(message: typing.Any) -> dict[str, typing.Any]:
                 "type": "tool_call",
                 "id": call.get("id") if isinstance(call, dict) else None,
                 "name": function.get("name"),
-                "arguments": function.get("arguments"),
+                "arguments": _parsed(function.get("arguments")),
             }
         )
     if role == "tool":
@@ -522,3 +577,16 @@ def _message_parts(message: typing.Any) -> dict[str, typing.Any]:
             ],
         }
     return {"role": role, "parts": parts}
+
+
+def _parsed(arguments: typing.Any) -> typing.Any:
+    """A tool call's arguments as the object they encode (as output messages
+    carry them), or as given when they are not JSON."""
+    if not isinstance(arguments, str):
+        return arguments
+    import json
+
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
