@@ -3,8 +3,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import socket
 import subprocess
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -210,3 +213,40 @@ def chat_answer(prompt_tokens: int, completion_tokens: int, cached: int | None =
         ],
         "usage": usage,
     }
+
+
+# Fleet state on the suite's Redis (test_fleet.py, test_health.py).
+
+
+def prefix() -> str:
+    """A prefix of its own for each test: tests share the suite's Redis."""
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+def fleet_client(url: str, pfx: str, *servers: MockServer, **kwargs: Any) -> failover.Client:
+    names = ["a", "b", "c"][: len(servers)]
+    return failover.Client(
+        {n: openai(s) for n, s in zip(names, servers)},
+        state=failover.RedisState(url, prefix=pfx),
+        **kwargs,
+    )
+
+
+def wait_for(check: Any, within: float = 2.0) -> float:
+    """Seconds until ``check()`` is true (fails after ``within``)."""
+    start = time.perf_counter()
+    while not check():
+        if time.perf_counter() - start > within:
+            raise AssertionError("not seen in time")
+        time.sleep(0.005)
+    return time.perf_counter() - start
+
+
+def redis_cli(url: str, *args: str) -> str:
+    port = url.rsplit(":", 1)[1]
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.skip("no redis-cli")
+    return subprocess.run(
+        [cli, "-p", port, *args], capture_output=True, text=True, check=True
+    ).stdout.strip()

@@ -12,7 +12,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,44 +21,10 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import openai
+from conftest import fleet_client, openai, prefix, redis_cli, wait_for
 
 SLOW = {"error": {"message": "slow down"}}
 NO_RETRIES = failover.RetryPolicy(max_retries=0, max_retries_last=0)
-
-
-def prefix() -> str:
-    """A prefix of its own for each test: tests share the suite's Redis."""
-    return f"t{uuid.uuid4().hex[:8]}"
-
-
-def fleet_client(url: str, pfx: str, *servers: MockServer, **kwargs: Any) -> failover.Client:
-    names = ["a", "b", "c"][: len(servers)]
-    return failover.Client(
-        {n: openai(s) for n, s in zip(names, servers)},
-        state=failover.RedisState(url, prefix=pfx),
-        **kwargs,
-    )
-
-
-def wait_for(check: Any, within: float = 2.0) -> float:
-    """Seconds until ``check()`` is true (fails after ``within``)."""
-    start = time.perf_counter()
-    while not check():
-        if time.perf_counter() - start > within:
-            raise AssertionError("not seen in time")
-        time.sleep(0.005)
-    return time.perf_counter() - start
-
-
-def redis_cli(url: str, *args: str) -> str:
-    port = url.rsplit(":", 1)[1]
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        pytest.skip("no redis-cli")
-    return subprocess.run(
-        [cli, "-p", port, *args], capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def test_a_cooldown_set_by_one_client_is_honoured_by_another(

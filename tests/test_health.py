@@ -11,12 +11,11 @@ import time
 from typing import Any
 
 import pytest
-from test_fleet import fleet_client, prefix, redis_cli, wait_for
 
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import openai
+from conftest import fleet_client, openai, prefix, redis_cli, wait_for
 
 SLOW = {"error": {"message": "slow down"}}
 HEALTHY = failover.ProviderHealth()

@@ -138,6 +138,13 @@ def steps(
 _USAGE_FIELDS = Usage.__slots__
 
 
+def add_known(total: typing.Any, value: typing.Any) -> typing.Any:
+    """A sum where ``None`` is unknown: unknown until a first known value."""
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
 def total_usage(attempts: tuple[Attempt, ...]) -> Usage:
     """The usage of every attempt, summed field by field; a field no attempt
     reported stays ``None``."""
@@ -147,9 +154,7 @@ def total_usage(attempts: tuple[Attempt, ...]) -> Usage:
         if usage is None:
             continue
         for i, name in enumerate(_USAGE_FIELDS):
-            value = getattr(usage, name)
-            if value is not None:
-                sums[i] = value + (sums[i] or 0)
+            sums[i] = add_known(sums[i], getattr(usage, name))
     return Usage(*sums)
 
 

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from _thread import allocate_lock  # threading's lock, without importing threading
 
-from ._attempt import steps
+from ._attempt import add_known, steps
 from ._record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import TypeVar
 
     from ._attempt import Attempt
-
-    #: A token count or a cost.
-    Figure = TypeVar("Figure", int, float)
 
 
 class ProviderStats(Record):
@@ -140,13 +136,6 @@ class _Counters:
         )
 
 
-def _add(total: Figure | None, value: Figure | None) -> Figure | None:
-    """A sum where ``None`` is unknown: unknown until a first known value."""
-    if value is None:
-        return total
-    return value if total is None else total + value
-
-
 class Tally:
     """A client's counters, shared by the clients ``with_options()`` makes
     from it; safe to update and read from any thread."""
@@ -180,10 +169,10 @@ class Tally:
                 counters.waited += attempt.waited
                 usage = attempt.usage
                 if usage is not None:
-                    counters.input_tokens = _add(counters.input_tokens, usage.input_tokens)
-                    counters.output_tokens = _add(counters.output_tokens, usage.output_tokens)
+                    counters.input_tokens = add_known(counters.input_tokens, usage.input_tokens)
+                    counters.output_tokens = add_known(counters.output_tokens, usage.output_tokens)
                 if attempt.cost is not None:
-                    counters.cost = _add(counters.cost, attempt.cost)
+                    counters.cost = add_known(counters.cost, attempt.cost)
             if answered is not None:
                 counters = providers.get(answered)
                 if counters is None:
@@ -207,7 +196,7 @@ def _total(providers: Iterable[ProviderStats]) -> ProviderStats:
         total.retries += stats.retries
         total.failovers += stats.failovers
         total.waited += stats.waited
-        total.input_tokens = _add(total.input_tokens, stats.input_tokens)
-        total.output_tokens = _add(total.output_tokens, stats.output_tokens)
-        total.cost = _add(total.cost, stats.cost)
+        total.input_tokens = add_known(total.input_tokens, stats.input_tokens)
+        total.output_tokens = add_known(total.output_tokens, stats.output_tokens)
+        total.cost = add_known(total.cost, stats.cost)
     return total.snapshot()

@@ -217,33 +217,53 @@ pub struct Headroom {
 /// or `None` when they say nothing of it. Anthropic's tokens are its
 /// `tokens` limit, else the tighter of its input and output token limits.
 pub fn headroom(headers: &Headers, now: SystemTime) -> Option<Headroom> {
+    // Read on every success: header names are literals, nothing allocated
+    // for a response that carries none of them.
     let count = |name: &str| headers.get(name)?.trim().parse::<u64>().ok();
-    let after = |wait: Duration| now.checked_add(wait.min(MAX_WAIT));
-    let openai_reset = |family: &str| {
-        let wait = go_duration(headers.get(&format!("x-ratelimit-reset-{family}"))?)?;
-        after(wait)
+    let openai = |remaining: &str, reset: &str| {
+        let left = count(remaining)?;
+        let wait = headers.get(reset).and_then(go_duration);
+        Some((left, wait.and_then(|w| now.checked_add(w.min(MAX_WAIT)))))
     };
-    let anthropic = |family: &str| {
-        let left = count(&format!("anthropic-ratelimit-{family}-remaining"))?;
+    let anthropic = |remaining: &str, reset: &str| {
+        let left = count(remaining)?;
         let reset = headers
-            .get(&format!("anthropic-ratelimit-{family}-reset"))
+            .get(reset)
             .and_then(rfc3339)
             .filter(|at| *at != UNIX_EPOCH)
             .map(|at| at.max(now));
         Some((left, reset))
     };
-    let anthropic_tokens = anthropic("tokens").or_else(|| {
-        match (anthropic("input-tokens"), anthropic("output-tokens")) {
-            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b),
-        }
+    let requests = openai(
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-reset-requests",
+    )
+    .or_else(|| {
+        anthropic(
+            "anthropic-ratelimit-requests-remaining",
+            "anthropic-ratelimit-requests-reset",
+        )
     });
-    let requests = count("x-ratelimit-remaining-requests")
-        .map(|left| (left, openai_reset("requests")))
-        .or_else(|| anthropic("requests"));
-    let tokens = count("x-ratelimit-remaining-tokens")
-        .map(|left| (left, openai_reset("tokens")))
-        .or(anthropic_tokens);
+    let tokens = openai("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens").or_else(|| {
+        anthropic(
+            "anthropic-ratelimit-tokens-remaining",
+            "anthropic-ratelimit-tokens-reset",
+        )
+        .or_else(|| {
+            let input = anthropic(
+                "anthropic-ratelimit-input-tokens-remaining",
+                "anthropic-ratelimit-input-tokens-reset",
+            );
+            let output = anthropic(
+                "anthropic-ratelimit-output-tokens-remaining",
+                "anthropic-ratelimit-output-tokens-reset",
+            );
+            match (input, output) {
+                (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        })
+    });
     if requests.is_none() && tokens.is_none() {
         return None;
     }
