@@ -30,6 +30,7 @@ from ._exceptions import (
 from ._fleet import RedisState
 from ._health import Headroom, ProviderHealth
 from ._hints import retry_after
+from ._limits import Limit
 from ._models import Embeddings, Response, Tool, ToolCall
 from ._native import __version__
 from ._policy import Backoff, RetryBudget, RetryPolicy
@@ -76,6 +77,7 @@ __all__ = [
     "Groq",
     "Headroom",
     "InsufficientCredits",
+    "Limit",
     "Mistral",
     "ModelNotFound",
     "Ollama",

@@ -9,6 +9,7 @@ from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
 from ._health import ProviderHealth, _health
+from ._limits import ClientLimits, Limit, check_quotas
 from ._models import Embeddings, Response, Tool
 from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
@@ -132,6 +133,7 @@ class Client:
         state: RedisState | None = None,
         prices: Mapping[str, Price] | str | None = None,
         telemetry: OpenTelemetry | None = None,
+        quotas: Mapping[str, Limit] | None = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -218,12 +220,19 @@ class Client:
             http2=http2,
             max_idle_connections=max_idle_connections,
         )
+        pools = {name: p for name, p in providers.items() if isinstance(p, Pool)}
+        limits = ClientLimits(self._providers, pools, check_quotas(quotas))
         specs = [p._spec(name) for name, p in self._providers.items()]
+        for spec in specs:
+            spec.limits = limits.chat[spec.name]
+            spec.embedding_limits = limits.embed[spec.name]
+            spec.quota = limits.quota[spec.name]
         self._native = _native.NativeClient(
             providers=specs,
             transport=transport,
             emit=_emitter(on_event, self._tap),
             state=state._native if state is not None else None,
+            limits=limits.buckets,
         )
         #: The on_event of a client made by with_options(); None: the native one's.
         self._emit: typing.Any = None

@@ -270,9 +270,14 @@ def _deadline_error(
     attempts: list[typing.Any],
     cause: ProviderError | None,
     call_id: str,
+    waiting_for: str | None = None,
 ) -> DeadlineExceeded:
-    """Called by the native module when the deadline ends a call."""
+    """Called by the native module when the deadline ends a call;
+    ``waiting_for``: the provider it was waiting for room at under the
+    client's limits, and why it had none."""
     message = f"deadline of {deadline:g}s exceeded after {len(attempts)} attempt(s)"
+    if waiting_for is not None:
+        message += f" while waiting for capacity ({waiting_for})"
     if cause is not None:
         message += f"; last error: {cause}"
     error = DeadlineExceeded(message, deadline=deadline, call_id=call_id)

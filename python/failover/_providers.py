@@ -12,6 +12,7 @@ from . import _native
 from ._checks import accepts, header_text, is_async_callable, is_utf8, utf8_text
 from ._cost import Price, check_price
 from ._exceptions import ConfigurationError
+from ._limits import Limit, check_limit, check_quota
 from ._seam import ProviderSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -137,6 +138,9 @@ class Provider:
         embedding_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
+        limit: Limit | None = None,
+        embedding_limit: Limit | None = None,
+        quota: str | None = None,
     ) -> None:
         owner = type(self).__name__
         # Blank like a call's model=: no provider has a model named "   ".
@@ -165,6 +169,13 @@ class Provider:
             raise ConfigurationError(
                 f"{owner} has no embeddings API: embedding_price= has nothing to price"
             )
+        self._limit = check_limit(owner, "limit", limit)
+        self._embedding_limit = check_limit(owner, "embedding_limit", embedding_limit)
+        if embedding_limit is not None and not self.can_embed:
+            raise ConfigurationError(
+                f"{owner} has no embeddings API: embedding_limit= has nothing to limit"
+            )
+        self._quota = check_quota(owner, quota)
         url = base_url if base_url is not None else self.default_base_url
         if not isinstance(url, str) or not url:
             raise ConfigurationError(f"{owner} needs a base_url (a str)")
@@ -512,6 +523,9 @@ class Azure(Provider):
         embedding_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
+        limit: Limit | None = None,
+        embedding_limit: Limit | None = None,
+        quota: str | None = None,
     ) -> None:
         if not isinstance(deployment, str) or not _is_path_segment(deployment):
             raise ConfigurationError(
@@ -558,6 +572,9 @@ class Azure(Provider):
             embedding_model=embedding_model,
             price=price,
             embedding_price=embedding_price,
+            limit=limit,
+            embedding_limit=embedding_limit,
+            quota=quota,
         )
         self.deployment = deployment
         self.endpoint = endpoint
@@ -605,6 +622,9 @@ class OpenAICompatible(Provider):
         embedding_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
+        limit: Limit | None = None,
+        embedding_limit: Limit | None = None,
+        quota: str | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -617,6 +637,9 @@ class OpenAICompatible(Provider):
             embedding_model=embedding_model,
             price=price,
             embedding_price=embedding_price,
+            limit=limit,
+            embedding_limit=embedding_limit,
+            quota=quota,
         )
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env:
@@ -711,6 +734,7 @@ class Pool:
         members: Sequence[Provider] | Mapping[str, Provider],
         *,
         strategy: str = "round_robin",
+        limit: Limit | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"Pool needs a name (a non-empty str), got {name!r}")
@@ -744,8 +768,12 @@ class Pool:
         self.name = name
         self.members: dict[str, Provider] = dict(named)
         self.strategy = strategy
+        #: Bounds every call to its members together (each member's own
+        #: ``limit=`` applies too).
+        self.limit = check_limit(f"Pool {name!r}:", "limit", limit)
         #: Members named by the caller (a dict), not numbered.
 
     def __repr__(self) -> str:
         members = ", ".join(f"{n!r}: {p!r}" for n, p in self.members.items())
-        return f"Pool({self.name!r}, {{{members}}}, strategy={self.strategy!r})"
+        limit = f", limit={self.limit!r}" if self.limit is not None else ""
+        return f"Pool({self.name!r}, {{{members}}}, strategy={self.strategy!r}{limit})"

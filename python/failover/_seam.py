@@ -42,7 +42,16 @@ class ProviderSpec:
         "seed_field",
         "mistral_rules",
     )
-    __slots__ = (*COPIED, "name", "api_key", "headers", "entra_token")
+    __slots__ = (
+        *COPIED,
+        "name",
+        "api_key",
+        "headers",
+        "entra_token",
+        "limits",
+        "embedding_limits",
+        "quota",
+    )
 
     def __init__(self, provider: Any, name: str, api_key: Any) -> None:
         # provider: a failover.Provider, read by attribute only (the seam sits
@@ -55,6 +64,12 @@ class ProviderSpec:
         self.headers = list(provider.headers.items())
         #: Azure: the (callable) key is an Entra ID bearer token.
         self.entra_token = False
+        #: The client's limits it draws on (indexes into ``NativeClient``'s
+        #: ``limits``), for chat and streams and for embeddings, and its quota:
+        #: set by the client, which knows its pools and quotas.
+        self.limits: list[int] = []
+        self.embedding_limits: list[int] = []
+        self.quota: str | None = None
 
     def __repr__(self) -> str:  # never shows the key
         shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in ("name", "wire", "model"))

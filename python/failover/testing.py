@@ -354,6 +354,13 @@ class MockServer:
         ]
 
     @property
+    def max_in_flight(self) -> int:
+        """The most requests it was answering at once: from a request's
+        arrival until its response was all sent (a stream's last event) or
+        its client went away."""
+        return int(self._native.max_in_flight)
+
+    @property
     def pending(self) -> int:
         """Scripted responses not served yet."""
         return self._native.pending

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::state_key::StateKey;
-use crate::engine::{FleetState, Health, SharedState};
+use crate::engine::{FleetState, Health, Limit, Limiter, SharedState};
 use crate::providers::{self, ProviderConfig};
 
 /// What a client holds for its calls, whatever face made it.
@@ -19,7 +19,51 @@ pub struct Client {
     pub proxy_secrets: Vec<String>,
     /// What calls share: cooldowns, the retry budget, pools' busy counts.
     pub state: Arc<dyn SharedState>,
+    /// The client's limits and which of them each provider draws on.
+    pub limits: Limits,
     busy: Busy,
+}
+
+/// A client's limits: one bucket per limit given (a provider's, a pool's, a
+/// quota's), and which buckets each provider draws on for each call kind.
+#[derive(Default)]
+pub struct Limits {
+    /// `None`: no limit is set, and calls pass by it at no cost.
+    pub limiter: Option<Arc<Limiter>>,
+    /// By the client's provider index; a provider past its end has none.
+    pub providers: Vec<ProviderLimits>,
+}
+
+/// What one provider draws on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderLimits {
+    /// Buckets a chat call or a stream takes room from.
+    pub chat: Vec<usize>,
+    /// Buckets an embeddings call takes room from.
+    pub embed: Vec<usize>,
+    /// The quota it shares a rate-limit cooldown with, by name.
+    pub quota: Option<String>,
+}
+
+impl ProviderLimits {
+    /// Its quota's key in the shared state: no provider's key (those have
+    /// a `|`), and the same in every process naming the quota alike.
+    pub fn quota_key(&self) -> Option<String> {
+        self.quota.as_ref().map(|quota| format!("quota {quota}"))
+    }
+}
+
+impl Limits {
+    /// `buckets` (name and limit, in the order `providers` index them).
+    pub fn new(buckets: Vec<(String, Limit)>, providers: Vec<ProviderLimits>) -> Self {
+        let limiter = (!buckets.is_empty()).then(|| Limiter::new(buckets));
+        Self { limiter, providers }
+    }
+
+    /// What provider `index` draws on.
+    pub fn of(&self, index: usize) -> Option<&ProviderLimits> {
+        self.providers.get(index)
+    }
 }
 
 impl Client {
@@ -27,6 +71,7 @@ impl Client {
         providers: Vec<ProviderConfig>,
         proxy_urls: &[String],
         state: Arc<dyn SharedState>,
+        limits: Limits,
     ) -> Self {
         let busy = Busy::new(&providers);
         let mut proxy_secrets = Vec::new();
@@ -37,6 +82,7 @@ impl Client {
             providers,
             proxy_secrets,
             state,
+            limits,
             busy,
         }
     }
@@ -45,16 +91,30 @@ impl Client {
     /// part of their state key a caller is shown (a fleet's state holds
     /// every app's: these are its providers', for their models or a call's
     /// own `model=`).
+    /// A provider whose quota cools is shown cooling as long as it does.
     pub fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
-        self.state
-            .cooldowns(now)
-            .into_iter()
+        let all = self.state.cooldowns(now);
+        let mut shown: Vec<(String, Duration)> = all
+            .iter()
             .filter_map(|(key, left)| {
-                let key = StateKey::parse(&key)?;
+                let key = StateKey::parse(key)?;
                 let mine = self.providers.iter().any(|config| key.is_of(config));
-                mine.then_some((key.shown, left))
+                mine.then_some((key.shown, *left))
             })
-            .collect()
+            .collect();
+        for (index, config) in self.providers.iter().enumerate() {
+            let Some(quota) = self.limits.of(index).and_then(ProviderLimits::quota_key) else {
+                continue;
+            };
+            let Some(&(_, left)) = all.iter().find(|(key, _)| *key == quota) else {
+                continue;
+            };
+            match shown.iter_mut().find(|(name, _)| *name == config.name) {
+                Some(entry) => entry.1 = entry.1.max(left),
+                None => shown.push((config.name.clone(), left)),
+            }
+        }
+        shown
     }
 
     /// What the state knows of this client's providers at `now`, by the

@@ -22,7 +22,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use client::{Client, Reservation};
+pub use client::{Client, Limits, ProviderLimits, Reservation};
 pub use interrupt::{interrupt, Interrupted, Interrupter};
 pub use keys::{FixedKeys, KeyAsk, KeyErrors, KeySource, NoKey, RecentKeys};
 pub use plan::{Plan, Pool, Strategy};

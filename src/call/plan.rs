@@ -14,6 +14,8 @@ use crate::providers::{self, Job, ProviderConfig};
 pub struct Plan {
     client: Arc<Client>,
     members: Vec<Member>,
+    /// About how many tokens one request of the job uses, for `tpm` limits.
+    tokens: u64,
 }
 
 struct Member {
@@ -27,6 +29,10 @@ struct Member {
     state_key: String,
     /// Why it cannot serve the job.
     unable: Option<String>,
+    /// The client's limits it draws on for this job.
+    limits: Vec<usize>,
+    /// Its quota's state key.
+    quota_key: Option<String>,
 }
 
 impl Plan {
@@ -42,15 +48,31 @@ impl Plan {
                     ..config.clone()
                 });
                 let unable = providers::unable_for(own_model.as_ref().unwrap_or(config), job);
+                let drawn = client.limits.of(provider);
+                let limits = match (drawn, job) {
+                    (None, _) => Vec::new(),
+                    (Some(drawn), Job::Embed(_)) => drawn.embed.clone(),
+                    (Some(drawn), Job::Chat(_) | Job::Stream(_)) => drawn.chat.clone(),
+                };
                 Member {
                     provider,
                     own_model,
                     state_key: StateKey::of(config, job).render(),
                     unable,
+                    limits,
+                    quota_key: drawn.and_then(|drawn| drawn.quota_key()),
                 }
             })
             .collect();
-        Self { client, members }
+        let tokens = match client.limits.limiter {
+            Some(_) => providers::estimated_tokens(job),
+            None => 0,
+        };
+        Self {
+            client,
+            members,
+            tokens,
+        }
     }
 
     pub fn client(&self) -> &Arc<Client> {
@@ -101,6 +123,9 @@ impl Plan {
                 overloaded_statuses: &self.config(i).overloaded_statuses,
                 state_key: self.state_key(i),
                 unable: self.unable(i),
+                limits: &self.members[i].limits,
+                tokens: self.tokens,
+                quota_key: self.members[i].quota_key.as_deref(),
             })
             .collect()
     }
@@ -154,7 +179,8 @@ impl Plan {
             let ranks: Vec<(bool, u64)> = self.members[start..end]
                 .iter()
                 .map(|m| {
-                    let out = m.unable.is_some() || engine::passed_over(state, &m.state_key, now);
+                    let out = m.unable.is_some()
+                        || engine::passed_over(state, &m.state_key, m.quota_key.as_deref(), now);
                     let busy = match pool.strategy {
                         Strategy::LeastBusy => self.client.busy_at(m.provider),
                         Strategy::RoundRobin => 0,

@@ -121,6 +121,7 @@ impl<C: Clock, E> Call<C, E> {
             deadline: *deadline,
             spent,
             state: Some(client.state.engine()),
+            limiter: client.limits.limiter.as_ref(),
         };
         let plan = &*plan;
         let job = &*job;

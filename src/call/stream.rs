@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::keys::KeySource;
 use super::run::{Call, CallEvents, Outcome};
-use crate::engine::{AttemptRecord, CallFailure, Clock, Failure, Resume};
+use crate::engine::{AttemptRecord, CallFailure, Clock, Failure, Permit, Resume};
 use crate::providers::streaming::LiveStream;
 use crate::providers::{ChatResponse, Reply};
 use crate::stream::{Chunk, Usage};
@@ -66,6 +66,9 @@ struct Live {
     /// Every attempt so far, the one being read last.
     attempts: Vec<AttemptRecord>,
     began: Instant,
+    /// Its share of the client's limits: its slot is held until the stream
+    /// ends, breaks or is closed (when this is dropped with it).
+    permit: Option<Permit>,
 }
 
 enum State {
@@ -228,7 +231,10 @@ impl<C: Clock, E> StreamDriver<C, E> {
                 provider,
                 mut attempts,
                 began,
+                permit,
             } = *live;
+            // Its slot is given back before the restart asks for one.
+            drop(permit);
             // The attempt read so far is replaced by its failure, with the
             // wait slept before it and the time it took.
             count_reading(&mut attempts, began);
@@ -293,6 +299,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
             provider: success.provider,
             attempts: earlier,
             began: Instant::now(),
+            permit: success.permit,
         }));
         Ok(started.first)
     }
@@ -305,6 +312,9 @@ impl<C: Clock, E> StreamDriver<C, E> {
         let mut attempts = live.attempts;
         count_reading(&mut attempts, live.began);
         report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
+        if let (Some(permit), Some(tokens)) = (&live.permit, live.stream.acc.usage.total()) {
+            permit.correct(tokens);
+        }
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();

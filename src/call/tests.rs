@@ -38,7 +38,12 @@ fn provider(name: &str, base_url: &str) -> ProviderConfig {
 }
 
 fn client(providers: Vec<ProviderConfig>) -> Arc<Client> {
-    Arc::new(Client::new(providers, &[], Arc::new(LocalState::new())))
+    Arc::new(Client::new(
+        providers,
+        &[],
+        Arc::new(LocalState::new()),
+        Limits::default(),
+    ))
 }
 
 fn chat(model: Option<&str>) -> ChatRequest {
@@ -907,7 +912,7 @@ async fn a_state_that_does_not_settle_is_waited_for_half_the_deadline_then_its_n
     let mut none = provider("n", "http://127.0.0.1:9/v1");
     none.embeds = false;
     let state = Arc::new(Unanswering::default());
-    let client = Arc::new(Client::new(vec![none], &[], state));
+    let client = Arc::new(Client::new(vec![none], &[], state, Limits::default()));
     // Nobody can serve it: nothing is sent, the run ends at once after the settle.
     let mut call = call(&client, Job::Embed(EmbedRequest::default()), &[0]);
     call.deadline = Some(Duration::from_secs(4));
@@ -976,6 +981,7 @@ fn a_key_sources_error_is_the_cause_of_the_failure_at_its_provider_only() {
                 CallError::Provider(failed) => Some(failed),
                 _ => None,
             },
+            waiting: None,
         },
         ..at(1)
     };
@@ -1005,7 +1011,12 @@ async fn an_interrupt_is_taken_once_and_nothing_ends_a_call_whose_interrupters_a
 #[test]
 fn a_proxys_credentials_are_among_the_secrets_every_request_carries() {
     let proxy = "http://me:pr0xy-pa55@proxy.internal:3128".to_string();
-    let client = Client::new(Vec::new(), &[proxy], Arc::new(LocalState::new()));
+    let client = Client::new(
+        Vec::new(),
+        &[proxy],
+        Arc::new(LocalState::new()),
+        Limits::default(),
+    );
     assert!(
         client.proxy_secrets.iter().any(|s| s == "pr0xy-pa55"),
         "{:?}",

@@ -17,6 +17,14 @@ pub trait Clock: Send + Sync {
     /// Wall-clock time; HTTP-dates and reset times are measured against it.
     fn wall(&self) -> SystemTime;
     fn sleep(&self, duration: Duration) -> SleepFuture;
+    /// A wait for something other than time (a limit's slot, freed when
+    /// another call ends), at most `bound`: its caller races it with what it
+    /// waits for and drops it when that comes, so it is not one of the
+    /// sleeps a test asserts. A clock whose sleeps cannot be cut short waits
+    /// on real time instead.
+    fn wait(&self, bound: Duration) -> SleepFuture {
+        self.sleep(bound)
+    }
     /// The call this clock is of has ended while the clock lives on (a
     /// stream read to its end, failed or closed, still referenced): from now
     /// on it holds nothing others wait for. A clock of its own has nothing
@@ -329,8 +337,15 @@ impl Clock for ManualCallClock {
     }
 
     fn sleep(&self, duration: Duration) -> SleepFuture {
+        self.shared.lock().sleeps.push(duration);
+        self.wait(duration)
+    }
+
+    /// As a sleep, unrecorded: the virtual time moves past it only when
+    /// every call in flight waits, so a slot freed by a call doing anything
+    /// else ends it first.
+    fn wait(&self, duration: Duration) -> SleepFuture {
         let mut state = self.shared.lock();
-        state.sleeps.push(duration);
         if duration.is_zero() {
             return Box::pin(std::future::ready(()));
         }

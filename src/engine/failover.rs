@@ -2,11 +2,13 @@
 //! the async face, bounded by the caller's deadline.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::classify::{ErrorKind, Failure};
 use super::clock::Clock;
 use super::hints::Headroom;
+use super::limit::{Blocked, Limiter, Permit};
 use super::policy::{Decision, RetryPolicy, Situation, Verdict};
 use super::state::{Cause, Cooling, EngineState};
 use super::usage::Usage;
@@ -22,6 +24,14 @@ pub struct ProviderSlot<'a> {
     /// feature the call uses): skipped, recorded in the attempts, never
     /// called, and not counted as a provider left to fail over to.
     pub unable: Option<&'a str>,
+    /// The client's limits it draws on (indexes into
+    /// [`CallSpec::limiter`]'s buckets: its own, its pool's, its quota's).
+    pub limits: &'a [usize],
+    /// About how many tokens a request of this call uses (for `tpm`).
+    pub tokens: u64,
+    /// The shared quota it draws on, as a state key: a rate limit at any
+    /// provider of the quota cools them all.
+    pub quota_key: Option<&'a str>,
 }
 
 /// Everything the loop needs to know about one call.
@@ -40,6 +50,8 @@ pub struct CallSpec<'a> {
     pub spent: Duration,
     /// What calls share (cooldowns, the retry budget); `None`: nothing.
     pub state: Option<&'a dyn EngineState>,
+    /// The client's limits; `None`: none is set.
+    pub limiter: Option<&'a Arc<Limiter>>,
 }
 
 /// The bounds of one attempt, as the engine hands them to it.
@@ -149,9 +161,17 @@ impl Passed {
 }
 
 /// Why a call starting at `now` passes the provider of `key` over, if it
-/// does.
-fn passed(state: &dyn EngineState, key: &str, now: SystemTime) -> Option<Passed> {
-    state.cooling(key, now).map(Passed::Cooling).or_else(|| {
+/// does: it cools, or the quota it draws on does, or it is being probed.
+fn passed(
+    state: &dyn EngineState,
+    key: &str,
+    quota: Option<&str>,
+    now: SystemTime,
+) -> Option<Passed> {
+    let cooling = state
+        .cooling(key, now)
+        .or_else(|| quota.and_then(|quota| state.cooling(quota, now)));
+    cooling.map(Passed::Cooling).or_else(|| {
         state
             .half_open(key, now)
             .filter(|_| state.probed(key, now))
@@ -162,8 +182,13 @@ fn passed(state: &dyn EngineState, key: &str, now: SystemTime) -> Option<Passed>
 /// Whether a call starting at `now` would pass the provider of `key` over
 /// (cooling, or being probed by another call), unless every provider left
 /// is: a pool puts such members after the others.
-pub fn passed_over(state: &dyn EngineState, key: &str, now: SystemTime) -> bool {
-    passed(state, key, now).is_some()
+pub fn passed_over(
+    state: &dyn EngineState,
+    key: &str,
+    quota: Option<&str>,
+    now: SystemTime,
+) -> bool {
+    passed(state, key, quota, now).is_some()
 }
 
 /// The probe of a half-open provider, held by the call trying it: given
@@ -228,6 +253,10 @@ pub trait Answer {
 #[derive(Debug)]
 pub struct Success<T> {
     pub value: T,
+    /// Its share of the client's limits, held while the answer lives (a
+    /// stream's until it ends or is closed); its tokens corrected to the
+    /// usage once known.
+    pub permit: Option<Permit>,
     pub provider: usize,
     pub attempts: Vec<AttemptRecord>,
 }
@@ -255,6 +284,10 @@ pub enum CallError {
     Deadline {
         deadline: Duration,
         last: Option<ProviderFailure>,
+        /// The provider the call was waiting for room at under the
+        /// client's limits, and why it had none, when that is what the
+        /// deadline cut short.
+        waiting: Option<(usize, String)>,
     },
 }
 
@@ -316,6 +349,182 @@ pub struct Resume {
     pub started: SystemTime,
 }
 
+/// Why a call found no room under the client's limits.
+enum NoRoom {
+    /// The deadline comes before any provider has room (or came while the
+    /// call waited): at `provider`, for `why`.
+    Deadline { provider: usize, why: String },
+    /// Every provider's room comes later than the policy waits for.
+    TooLong {
+        provider: usize,
+        wait: Duration,
+        why: String,
+    },
+}
+
+impl NoRoom {
+    fn failure(
+        self,
+        deadline: Duration,
+        last: Option<ProviderFailure>,
+        attempts: Vec<AttemptRecord>,
+    ) -> CallFailure {
+        match self {
+            NoRoom::Deadline { provider, why } => CallFailure {
+                error: CallError::Deadline {
+                    deadline,
+                    last,
+                    waiting: Some((provider, why.clone())),
+                },
+                attempts,
+                reason: format!("the deadline came while the call waited for room: {why}"),
+            },
+            NoRoom::TooLong {
+                provider,
+                wait,
+                why,
+            } => {
+                let message = format!("no room under the client's limits: {why}");
+                let failure = Failure {
+                    billed: Some(false),
+                    ..Failure::without_response(ErrorKind::RateLimited, message.clone())
+                };
+                CallFailure {
+                    error: CallError::Provider(ProviderFailure {
+                        provider,
+                        failure,
+                        retry_after: Some(wait),
+                    }),
+                    attempts,
+                    reason: message,
+                }
+            }
+        }
+    }
+}
+
+/// The first of `candidates` (chain positions, in order) with room under
+/// the client's limits now, and its permit (`None` for a provider without
+/// limits); else the call waits, in line behind the calls already waiting,
+/// for the first to have room: through the clock, never past the deadline,
+/// and (`capped`) not for longer than the policy waits for a provider
+/// (those that would take longer are left out: with one left after them,
+/// the call fails over; with none, it ends). `reasons` gets why each had
+/// no room.
+async fn find_room(
+    spec: &CallSpec<'_>,
+    limiter: &Arc<Limiter>,
+    clock: &dyn Clock,
+    candidates: &[usize],
+    capped: bool,
+    remaining: &(dyn Fn(&dyn Clock) -> Option<Duration> + Sync),
+    reasons: &mut [Option<String>],
+) -> Result<(usize, Option<Permit>), NoRoom> {
+    let Some(&last) = candidates.last() else {
+        unreachable!("a provider looks for room among at least itself");
+    };
+    let mut queued = None;
+    loop {
+        // Listening before looking: room made in between is not missed.
+        let changed = limiter.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let now = clock.wall();
+        let mut waiting: Vec<(usize, Blocked)> = Vec::new();
+        let mut too_long: Option<(usize, Duration)> = None;
+        for &candidate in candidates {
+            let slot = &spec.providers[candidate];
+            if slot.limits.is_empty() {
+                return Ok((candidate, None));
+            }
+            let blocked = match limiter.take(slot.limits, now, slot.tokens, queued.as_ref()) {
+                Ok(permit) => return Ok((candidate, Some(permit))),
+                Err(blocked) => blocked,
+            };
+            let cap = if candidate == last {
+                spec.policy.max_retry_after_last
+            } else {
+                spec.policy.max_retry_after
+            };
+            match blocked.wait(now) {
+                Some(wait) if capped && wait > cap => {
+                    reasons[candidate] = Some(format!(
+                        "{}, longer than the {}s the policy waits",
+                        blocked.why,
+                        cap.as_secs_f64()
+                    ));
+                    too_long = Some((candidate, wait));
+                }
+                _ => {
+                    reasons[candidate] = Some(blocked.why.clone());
+                    waiting.push((candidate, blocked));
+                }
+            }
+        }
+        let Some((first, _)) = waiting.first() else {
+            let (provider, wait) = too_long.unwrap_or((last, Duration::ZERO));
+            let why = reasons[provider].clone().unwrap_or_default();
+            return Err(NoRoom::TooLong {
+                provider,
+                wait,
+                why,
+            });
+        };
+        let soonest = waiting
+            .iter()
+            .filter_map(|(candidate, blocked)| Some((*candidate, blocked.wait(now)?)))
+            .min_by_key(|&(_, wait)| wait);
+        let unknown = waiting.iter().any(|(_, blocked)| blocked.at.is_none());
+        let left = remaining(clock);
+        let out_of_time = |provider: usize, reasons: &[Option<String>]| NoRoom::Deadline {
+            provider,
+            why: reasons[provider].clone().unwrap_or_default(),
+        };
+        if left == Some(Duration::ZERO) {
+            return Err(out_of_time(*first, reasons));
+        }
+        if let (false, Some((provider, wait)), Some(left)) = (unknown, soonest, left) {
+            if wait >= left {
+                return Err(out_of_time(provider, reasons));
+            }
+        }
+        // In line from the first wait on: later calls are not let past.
+        if queued.is_none() {
+            let limits: Vec<usize> = candidates
+                .iter()
+                .flat_map(|&c| spec.providers[c].limits.iter().copied())
+                .collect();
+            queued = Some(limiter.queue(&limits));
+        }
+        match (unknown, soonest) {
+            // Room comes at a known time: a sleep like any other.
+            (false, Some((_, wait))) => clock.sleep(wait).await,
+            // Room comes when a call ends (or at a known time, or the
+            // deadline, whichever is first).
+            _ => {
+                let bound = [
+                    soonest.map(|(_, wait)| wait),
+                    left,
+                    Some(super::hints::MAX_WAIT),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(super::hints::MAX_WAIT);
+                let provider = soonest.map_or(*first, |(provider, _)| provider);
+                tokio::select! {
+                    () = &mut changed => {}
+                    () = clock.wait(bound) => {
+                        if remaining(clock) == Some(Duration::ZERO) {
+                            return Err(out_of_time(provider, reasons));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Runs one call: tries each provider in order, retrying and sleeping as the
 /// policy decides, never past the deadline; with `resume`, it picks up after
 /// an answer already handed out broke off: from its provider on, with its
@@ -372,7 +581,7 @@ where
         .providers
         .iter()
         .map(|slot| match (spec.state, slot.unable) {
-            (Some(state), None) => passed(state, slot.state_key, started_at),
+            (Some(state), None) => passed(state, slot.state_key, slot.quota_key, started_at),
             _ => None,
         })
         .collect();
@@ -407,6 +616,12 @@ where
         });
     };
 
+    // Room under the client's limits: the provider chosen further down the
+    // chain (and its permit) when those before it had none, and why each
+    // of them had none.
+    let mut room: Option<(usize, Option<Permit>)> = None;
+    let mut no_room: Vec<Option<String>> = vec![None; count];
+
     for (index, slot) in spec.providers.iter().enumerate().skip(first) {
         if let Some(why) = slot.unable {
             attempts.push(AttemptRecord::skipped(index, why));
@@ -416,10 +631,54 @@ where
             pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
             continue;
         }
+        let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
+        // A provider at its limits is passed over for the next with room;
+        // with none, the call waits for the first to have it.
+        let mut permit = None;
+        if let (Some(limiter), false) = (spec.limiter, resuming_here) {
+            let chosen = match room.take() {
+                Some(chosen) => Some(chosen),
+                None if !slot.limits.is_empty() => {
+                    let candidates: Vec<usize> = (index..count)
+                        .filter(|&i| spec.providers[i].unable.is_none() && passed[i].is_none())
+                        .collect();
+                    let found = find_room(
+                        spec,
+                        limiter,
+                        clock,
+                        &candidates,
+                        true,
+                        &remaining,
+                        &mut no_room,
+                    )
+                    .await;
+                    match found {
+                        Ok(chosen) => Some(chosen),
+                        Err(no) => {
+                            for &i in &candidates {
+                                let why = no_room[i].take().unwrap_or_default();
+                                pass_over(&mut attempts, on_event, i, why);
+                            }
+                            return Err(no.failure(deadline, last, attempts));
+                        }
+                    }
+                }
+                None => None,
+            };
+            match chosen {
+                Some((chosen, held)) if chosen == index => permit = held,
+                Some(later) => {
+                    room = Some(later);
+                    let why = no_room[index].take().unwrap_or_default();
+                    pass_over(&mut attempts, on_event, index, why);
+                    continue;
+                }
+                None => {}
+            }
+        }
         // Half-open (its cooldown ended, no success since): this call probes
         // it, unless another call does; then this one keeps to the next
         // provider, or with none left tries this one all the same.
-        let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
         let half_open = spec
             .state
             .filter(|_| !resuming_here)
@@ -434,6 +693,9 @@ where
                         token,
                     }),
                     None if next_able(index + 1).is_some() => {
+                        if let Some(unsent) = permit.take() {
+                            unsent.unused();
+                        }
                         let why = Passed::Probed(ended).why(clock.wall());
                         pass_over(&mut attempts, on_event, index, why);
                         continue;
@@ -460,13 +722,37 @@ where
             let left = remaining(clock);
             if left == Some(Duration::ZERO) {
                 let reason = "no time is left to start an attempt".to_string();
-                let error = CallError::Deadline { deadline, last };
+                let error = CallError::Deadline {
+                    deadline,
+                    last,
+                    waiting: None,
+                };
                 return Err(fail(error, attempts, reason));
             }
             let bounds = AttemptBounds {
                 timeout: left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout)),
                 left,
             };
+            // A retry needs room too: it waits for it here, the deadline its
+            // only bound (the policy chose this provider already).
+            if let (Some(limiter), None, None, false) =
+                (spec.limiter, &permit, &resume, slot.limits.is_empty())
+            {
+                let found = find_room(
+                    spec,
+                    limiter,
+                    clock,
+                    &[index],
+                    false,
+                    &remaining,
+                    &mut no_room,
+                )
+                .await;
+                match found {
+                    Ok((_, held)) => permit = held,
+                    Err(no) => return Err(no.failure(deadline, last, attempts)),
+                }
+            }
             let sent_at = spec.state.map_or(0, |state| state.epoch());
             let (outcome, duration, started) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration, broken.started),
@@ -481,7 +767,13 @@ where
                     if let Some(state) = spec.state {
                         let now = clock.wall();
                         state.recover(slot.state_key, sent_at);
+                        if let Some(quota) = slot.quota_key {
+                            state.recover(quota, sent_at);
+                        }
                         if let Some(headroom) = value.headroom(now) {
+                            if let Some(limiter) = spec.limiter {
+                                limiter.saw_headroom(slot.limits, now, &headroom);
+                            }
                             state.saw_headroom(slot.state_key, now, headroom);
                         }
                         // No headroom left: the next call goes elsewhere
@@ -508,8 +800,14 @@ where
                         billed: Some(true),
                         started,
                     });
+                    if let (Some(permit), Some(used)) = (&permit, value.usage()) {
+                        if let Some(tokens) = used.total() {
+                            permit.correct(tokens);
+                        }
+                    }
                     return Ok(Success {
                         value,
+                        permit,
                         provider: index,
                         attempts,
                     });
@@ -539,6 +837,41 @@ where
             // `.retry_after`, and the cooldown if it is given up on.
             let hinted = spec.policy.server_wait(&situation);
             let retry_after = hinted;
+            // Its tokens are what it reported, none if it was refused
+            // unbilled; its slot is free for the next request.
+            if let Some(permit) = permit.take() {
+                match (
+                    failure.usage.as_deref().and_then(Usage::total),
+                    failure.billed,
+                ) {
+                    (Some(tokens), _) => permit.correct(tokens),
+                    (None, Some(false)) => permit.correct(0),
+                    (None, _) => {}
+                }
+            }
+            // A rate limit with a wait: nothing more is sent on its limits,
+            // nor at any provider of its quota, until the wait is over.
+            if let (ErrorKind::RateLimited, Some(wait)) = (failure.kind, hinted) {
+                let now = clock.wall();
+                let (cool_for, why) = spec
+                    .policy
+                    .hinted_cooldown(wait, format!("it asked for {}s", wait.as_secs_f64()));
+                let until = now.checked_add(cool_for).unwrap_or(now);
+                if let Some(limiter) = spec.limiter.filter(|_| !wait.is_zero()) {
+                    limiter.close(slot.limits, until, "rate limited");
+                }
+                if let (Some(state), Some(quota), false) =
+                    (spec.state, slot.quota_key, wait.is_zero())
+                {
+                    let cause = Cause {
+                        reason: format!("its {quota} was rate limited ({why})"),
+                        kind: Some(failure.kind),
+                        status: failure.status,
+                        retry_after: hinted,
+                    };
+                    state.cool(quota, now, until, &cause);
+                }
+            }
             let left = |failure| ProviderFailure {
                 provider: index,
                 failure,
@@ -551,6 +884,7 @@ where
                 let error = CallError::Deadline {
                     deadline,
                     last: Some(left(failure)),
+                    waiting: None,
                 };
                 return Err(fail(error, attempts, reason));
             }
@@ -631,6 +965,15 @@ where
                         status: failure.status,
                         retry_after: hinted,
                     };
+                    // A rate limit is the quota's: every provider drawing on
+                    // it cools with this one; an overload stays with it.
+                    if let (ErrorKind::RateLimited, Some(quota)) = (failure.kind, slot.quota_key) {
+                        let cause = Cause {
+                            reason: format!("its {quota} was rate limited ({})", cause.reason),
+                            ..cause.clone()
+                        };
+                        state.cool(quota, now, until, &cause);
+                    }
                     state.cool(slot.state_key, now, until, &cause);
                 }
             }
@@ -664,7 +1007,11 @@ where
     // Only reached with no providers at all; the bindings refuse that earlier.
     let reason = "no provider to call".to_string();
     Err(fail(
-        CallError::Deadline { deadline, last },
+        CallError::Deadline {
+            deadline,
+            last,
+            waiting: None,
+        },
         attempts,
         reason,
     ))
@@ -694,6 +1041,9 @@ mod tests {
                 overloaded_statuses: OVERLOADED,
                 state_key: "",
                 unable: None,
+                limits: &[],
+                tokens: 0,
+                quota_key: None,
             })
             .collect()
     }
@@ -777,6 +1127,7 @@ mod tests {
             deadline: None,
             spent: Duration::ZERO,
             state: None,
+            limiter: None,
         }
     }
 
@@ -1109,6 +1460,7 @@ mod tests {
             CallError::Deadline {
                 deadline,
                 last: Some(last),
+                ..
             } => {
                 assert_eq!(deadline, secs(5.0));
                 assert_eq!((last.provider, last.failure.kind), (0, Timeout));
@@ -1416,6 +1768,9 @@ mod tests {
                     overloaded_statuses: OVERLOADED,
                     state_key: k,
                     unable: None,
+                    limits: &[],
+                    tokens: 0,
+                    quota_key: None,
                 })
                 .collect();
             let spec = CallSpec {
@@ -1426,6 +1781,7 @@ mod tests {
                 deadline: None,
                 spent: Duration::ZERO,
                 state: Some(&self.state),
+                limiter: None,
             };
             let script = Mutex::new(VecDeque::from(script));
             let called = Mutex::new(Vec::new());
@@ -1720,6 +2076,9 @@ mod tests {
                 overloaded_statuses: OVERLOADED,
                 state_key: k,
                 unable: None,
+                limits: &[],
+                tokens: 0,
+                quota_key: None,
             })
             .collect();
         let policy = RetryPolicy::default();

@@ -8,6 +8,7 @@ pub mod failover;
 pub mod hints;
 #[cfg(test)]
 mod hints_props;
+pub mod limit;
 pub mod policy;
 pub mod state;
 pub mod usage;
@@ -19,6 +20,7 @@ pub use failover::{
     CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
 pub use hints::{Headers, Headroom};
+pub use limit::{Blocked, Limit, Limiter, Permit, Queued};
 pub use policy::{Backoff, Preset, RetryPolicy};
 pub use state::{
     Cause, Cooling, EngineState, FleetState, Health, LocalState, RetryBudget, SharedState,

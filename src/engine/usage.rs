@@ -33,6 +33,15 @@ impl Usage {
 }
 
 impl Usage {
+    /// Input and output tokens together (what a `tpm` limit counts), when
+    /// either is known.
+    pub fn total(&self) -> Option<u64> {
+        match (self.input_tokens, self.output_tokens) {
+            (None, None) => None,
+            (input, output) => Some(input.unwrap_or(0) + output.unwrap_or(0)),
+        }
+    }
+
     /// Whether any figure is known.
     pub fn is_known(&self) -> bool {
         self.fields().iter().any(Option::is_some)

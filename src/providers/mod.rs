@@ -35,8 +35,8 @@ pub use secrets::{
     add_secrets, is_credential_header, redact, redacted_body, secret_values, url_secrets,
 };
 pub use types::{
-    job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job, ProviderConfig, Usage,
-    Wire,
+    estimated_tokens, job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job,
+    ProviderConfig, Usage, Wire,
 };
 pub use wire_format::WireFormat;
 pub use wires::format;

@@ -19,6 +19,10 @@ use crate::engine::{self, Clock, LocalState, RetryPolicy, SharedState};
 use crate::http::ReqwestTransport;
 use crate::providers::{ChatRequest, EmbedRequest, Job};
 
+/// One of a client's limits as Python gives it: its name, concurrency, rpm
+/// and tpm.
+type LimitSpec = (String, Option<u32>, Option<u32>, Option<u64>);
+
 #[pyclass(frozen, module = "failover._native")]
 pub struct NativeClient {
     inner: Arc<Inner>,
@@ -27,17 +31,43 @@ pub struct NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (*, providers, transport, emit, state=None))]
+    /// `limits`: the client's limits, `(name, concurrency, rpm, tpm)`, in
+    /// the order each provider's `limits` index them.
+    #[pyo3(signature = (*, providers, transport, emit, state=None, limits=Vec::new()))]
     fn new(
         providers: Vec<ProviderSpec>,
         transport: TransportSpec<'_>,
         emit: Py<PyAny>,
         state: Option<PyRef<'_, super::fleet::NativeRedisState>>,
+        limits: Vec<LimitSpec>,
     ) -> PyResult<Self> {
-        let (configs, keys): (Vec<_>, Vec<_>) = providers
+        let buckets: Vec<(String, engine::Limit)> = limits
             .into_iter()
-            .map(|spec| (spec.config, spec.key))
-            .unzip();
+            .map(|(name, concurrency, rpm, tpm)| {
+                let limit = engine::Limit {
+                    concurrency,
+                    rpm,
+                    tpm,
+                };
+                (name, limit)
+            })
+            .collect();
+        let mut configs = Vec::new();
+        let mut keys = Vec::new();
+        let mut drawn = Vec::new();
+        for spec in providers {
+            let out_of_range = spec.limits.chat.iter().chain(&spec.limits.embed);
+            if let Some(index) = out_of_range.copied().find(|&i| i >= buckets.len()) {
+                return Err(internal_error(format!(
+                    "provider {:?} draws on limit {index}, which is not given",
+                    spec.config.name
+                )));
+            }
+            configs.push(spec.config);
+            keys.push(spec.key);
+            drawn.push(spec.limits);
+        }
+        let limits = call::Limits::new(buckets, drawn);
         let options = transport.options()?;
         let proxies = options.proxy_urls();
         let pools = Pools::new(options).map_err(configuration_error)?;
@@ -48,7 +78,7 @@ impl NativeClient {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                core: Arc::new(call::Client::new(configs, &proxies, state)),
+                core: Arc::new(call::Client::new(configs, &proxies, state, limits)),
                 keys,
                 pools: Arc::new(pools),
                 fleet,

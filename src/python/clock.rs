@@ -312,6 +312,15 @@ impl Clock for CallClock {
         }
     }
 
+    fn wait(&self, bound: Duration) -> SleepFuture {
+        match self {
+            Self::Real(c) => c.wait(bound),
+            Self::Virtual(c) => c.wait(bound),
+            // A callable's sleep cannot be cut short when the slot frees.
+            Self::Callable(_) => Box::pin(tokio::time::sleep(bound)),
+        }
+    }
+
     fn end(&self) {
         if let Self::Virtual(c) = self {
             c.end();

@@ -55,7 +55,11 @@ pub fn call_error(
             let build = exceptions_attr(py, "_unserved_error")?;
             Ok(build.call1((message, attempts))?.unbind())
         }
-        CallError::Deadline { deadline, last } => {
+        CallError::Deadline {
+            deadline,
+            last,
+            waiting,
+        } => {
             let cause = last
                 .as_ref()
                 .map(|failed| provider_error(py, failed, configs, None, None))
@@ -65,6 +69,11 @@ pub fn call_error(
             fields.set_item("attempts", attempts)?;
             fields.set_item("cause", cause)?;
             fields.set_item("call_id", call_id)?;
+            // Where the call waited for room under the client's limits.
+            let waiting = waiting
+                .as_ref()
+                .map(|(provider, why)| format!("{}: {why}", configs[*provider].name));
+            fields.set_item("waiting_for", waiting)?;
             let build = exceptions_attr(py, "_deadline_error")?;
             Ok(build.call((), Some(&fields))?.unbind())
         }

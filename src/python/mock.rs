@@ -106,6 +106,11 @@ impl NativeMockServer {
     }
 
     #[getter]
+    fn max_in_flight(&self) -> usize {
+        self.server.max_in_flight()
+    }
+
+    #[getter]
     fn pending(&self) -> usize {
         self.server.pending()
     }

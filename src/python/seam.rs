@@ -36,6 +36,9 @@ pub enum KeySource {
 pub struct ProviderSpec {
     pub config: ProviderConfig,
     pub key: KeySource,
+    /// The client's limits it draws on (its own, its pool's, its quota's)
+    /// and its quota.
+    pub limits: crate::call::ProviderLimits,
 }
 
 impl<'a, 'py> FromPyObject<'a, 'py> for ProviderSpec {
@@ -95,7 +98,16 @@ impl<'a, 'py> FromPyObject<'a, 'py> for ProviderSpec {
             mistral_rules: field(spec, "mistral_rules")?,
             name,
         };
-        Ok(Self { config, key })
+        let limits = crate::call::ProviderLimits {
+            chat: field(spec, "limits")?,
+            embed: field(spec, "embedding_limits")?,
+            quota: field(spec, "quota")?,
+        };
+        Ok(Self {
+            config,
+            key,
+            limits,
+        })
     }
 }
 

@@ -135,6 +135,10 @@ pub struct RecordedRequest {
 struct State {
     script: VecDeque<ScriptedResponse>,
     requests: Vec<RecordedRequest>,
+    /// Requests being answered now (received, their response not all sent),
+    /// and the most there ever were at once.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -200,6 +204,12 @@ impl MockServer {
     /// All requests received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared).requests.clone()
+    }
+
+    /// The most requests it was answering at once (from a request's
+    /// arrival until its response was all sent, or its client left).
+    pub fn max_in_flight(&self) -> usize {
+        lock(&self.shared).max_in_flight
     }
 
     /// Number of scripted responses not yet served.

@@ -86,12 +86,17 @@ async fn serve_connection(mut stream: TcpStream, shared: Shared) {
                 request.method, request.path
             );
             state.requests.push(request);
+            state.in_flight += 1;
+            state.max_in_flight = state.max_in_flight.max(state.in_flight);
             state
                 .script
                 .pop_front()
                 .unwrap_or_else(|| error_response(500, &unscripted, "mock_unscripted"))
         };
-        match respond(&mut stream, response, is_head, client_keep_alive).await {
+        let answering = Answering(Arc::clone(&shared));
+        let after = respond(&mut stream, response, is_head, client_keep_alive).await;
+        drop(answering);
+        match after {
             Ok(After::KeepAlive) => continue,
             Ok(After::Close) => {
                 lingering_close(stream).await;
@@ -103,6 +108,17 @@ async fn serve_connection(mut stream: TcpStream, shared: Shared) {
             }
             Ok(After::Drop) | Err(_) => return,
         }
+    }
+}
+
+/// A request being answered: counted in flight until dropped (its
+/// response sent, or its connection gone).
+struct Answering(Shared);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0);
+        state.in_flight = state.in_flight.saturating_sub(1);
     }
 }
 

@@ -1,0 +1,588 @@
+//! Client-side limits: how many calls may be in flight at a provider, how
+//! many requests and tokens it may be sent per rolling minute. A
+//! [`Limiter`] holds one [`Bucket`] per limit a client was given (a
+//! provider's, a pool's, a quota's); a call's attempt takes a [`Permit`]
+//! from every bucket its provider draws on, or learns when it could
+//! ([`Blocked`]). Waiting calls are served in arrival order ([`Queued`]).
+//! Time is the wall time of the call's clock, as for cooldowns.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
+
+use super::hints::Headroom;
+
+/// The rolling window of `rpm` and `tpm`.
+pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// What one limit allows; `None`: no bound of that kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limit {
+    /// Calls in flight at once (a stream's until it ends or is closed).
+    pub concurrency: Option<u32>,
+    /// Requests started per rolling minute.
+    pub rpm: Option<u32>,
+    /// Tokens per rolling minute: an estimate charged at the start,
+    /// corrected to the reported usage.
+    pub tpm: Option<u64>,
+}
+
+/// Why an attempt cannot start now, and when it could.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocked {
+    /// In words, for `.attempts` and the log ("at its concurrency limit (8
+    /// in flight)").
+    pub why: String,
+    /// When the bucket that blocks it has room again, when that is known
+    /// (a window or a reset); `None`: when a call in flight ends, or a call
+    /// waiting before it is served.
+    pub at: Option<SystemTime>,
+}
+
+impl Blocked {
+    /// The wait until `at` from `now`, when known.
+    pub fn wait(&self, now: SystemTime) -> Option<Duration> {
+        self.at.map(|at| at.duration_since(now).unwrap_or_default())
+    }
+}
+
+/// A limit's state: what is in flight and what the window holds.
+#[derive(Debug)]
+struct Bucket {
+    name: String,
+    limit: Limit,
+    in_flight: u32,
+    /// When each request of the window started, oldest first: (charge id,
+    /// when).
+    starts: VecDeque<(u64, SystemTime)>,
+    /// Each request's tokens in the window: (charge id, when, tokens).
+    tokens: VecDeque<(u64, SystemTime, u64)>,
+    /// Nothing starts before this (a 429's hint), and why.
+    closed_until: Option<(SystemTime, String)>,
+    /// What the provider's headers last said is left, until their resets.
+    requests_left: Option<(u64, SystemTime)>,
+    tokens_left: Option<(u64, SystemTime)>,
+    /// The tickets of the calls waiting on this bucket, in arrival order.
+    queue: VecDeque<u64>,
+}
+
+impl Bucket {
+    fn prune(&mut self, now: SystemTime) {
+        let horizon = now.checked_sub(WINDOW).unwrap_or(SystemTime::UNIX_EPOCH);
+        while self.starts.front().is_some_and(|&(_, t)| t <= horizon) {
+            self.starts.pop_front();
+        }
+        while self.tokens.front().is_some_and(|&(_, t, _)| t <= horizon) {
+            self.tokens.pop_front();
+        }
+        if self.closed_until.as_ref().is_some_and(|(t, _)| *t <= now) {
+            self.closed_until = None;
+        }
+        if self.requests_left.is_some_and(|(_, t)| t <= now) {
+            self.requests_left = None;
+        }
+        if self.tokens_left.is_some_and(|(_, t)| t <= now) {
+            self.tokens_left = None;
+        }
+    }
+
+    fn used_tokens(&self) -> u64 {
+        self.tokens.iter().map(|&(_, _, n)| n).sum()
+    }
+
+    /// Why a request of `need` tokens cannot start at `now` (pruned), for a
+    /// call holding `ticket` (`None`: one that has not waited).
+    fn blocked(&self, now: SystemTime, need: u64, ticket: Option<u64>) -> Option<Blocked> {
+        let after = |at: SystemTime| at.duration_since(now).unwrap_or_default().as_secs_f64();
+        if let Some((until, why)) = &self.closed_until {
+            return Some(Blocked {
+                why: format!("{why}: capacity in {:.1}s", after(*until)),
+                at: Some(*until),
+            });
+        }
+        let ahead = self
+            .queue
+            .iter()
+            .filter(|&&t| ticket.is_none_or(|mine| t < mine))
+            .count();
+        if ahead > 0 {
+            return Some(Blocked {
+                why: format!("{ahead} call(s) wait for its capacity before this one"),
+                at: None,
+            });
+        }
+        if let Some(most) = self.limit.concurrency {
+            if self.in_flight >= most {
+                return Some(Blocked {
+                    why: format!("at its concurrency limit ({most} in flight)"),
+                    at: None,
+                });
+            }
+        }
+        if let Some((0, reset)) = self.requests_left {
+            return Some(Blocked {
+                why: format!(
+                    "its rate-limit headers say no request is left: capacity in {:.1}s",
+                    after(reset)
+                ),
+                at: Some(reset),
+            });
+        }
+        if let Some(rpm) = self.limit.rpm {
+            if self.starts.len() >= rpm as usize {
+                // Room again when enough of the oldest leave the window.
+                let nth = self.starts.len() + 1 - rpm as usize;
+                let at = self.starts[nth - 1].1 + WINDOW;
+                return Some(Blocked {
+                    why: format!("rpm limit: capacity in {:.1}s", after(at)),
+                    at: Some(at),
+                });
+            }
+        }
+        if let Some((left, reset)) = self.tokens_left {
+            if left < need {
+                return Some(Blocked {
+                    why: format!(
+                        "its rate-limit headers say {left} tokens are left, {need} needed: \
+                         capacity in {:.1}s",
+                        after(reset)
+                    ),
+                    at: Some(reset),
+                });
+            }
+        }
+        if let Some(tpm) = self.limit.tpm {
+            let used = self.used_tokens();
+            // A request bigger than the whole limit goes when nothing else
+            // is in the window, rather than never.
+            if used > 0 && used + need > tpm {
+                let mut freed = 0;
+                let mut at = now;
+                for &(_, t, n) in &self.tokens {
+                    freed += n;
+                    at = t + WINDOW;
+                    if used - freed + need <= tpm {
+                        break;
+                    }
+                }
+                return Some(Blocked {
+                    why: format!(
+                        "tpm limit ({used} of {tpm} used, {need} needed): capacity in {:.1}s",
+                        after(at)
+                    ),
+                    at: Some(at),
+                });
+            }
+        }
+        None
+    }
+}
+
+#[derive(Debug, Default)]
+struct Buckets {
+    buckets: Vec<Bucket>,
+    next_id: u64,
+}
+
+/// The limits of one client, shared by its calls (sync threads and asyncio
+/// tasks alike).
+#[derive(Debug, Default)]
+pub struct Limiter {
+    state: Mutex<Buckets>,
+    /// Told whenever room may have been made (a slot freed, a waiter served
+    /// or gone, a charge corrected).
+    changed: Notify,
+}
+
+impl Limiter {
+    /// A limiter with one bucket per `(name, limit)`, in that order: a
+    /// slot's limits are indexes into it.
+    pub fn new(limits: Vec<(String, Limit)>) -> Arc<Self> {
+        let buckets = limits
+            .into_iter()
+            .map(|(name, limit)| Bucket {
+                name,
+                limit,
+                in_flight: 0,
+                starts: VecDeque::new(),
+                tokens: VecDeque::new(),
+                closed_until: None,
+                requests_left: None,
+                tokens_left: None,
+                queue: VecDeque::new(),
+            })
+            .collect();
+        Arc::new(Self {
+            state: Mutex::new(Buckets {
+                buckets,
+                next_id: 1,
+            }),
+            changed: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buckets> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The name of bucket `index`.
+    pub fn name(&self, index: usize) -> String {
+        self.lock().buckets[index].name.clone()
+    }
+
+    /// A permit for one request of about `tokens` tokens on every bucket of
+    /// `limits`, at `now`, for a call holding `ticket`; or why not, from
+    /// the bucket that will take longest to have room.
+    pub fn take(
+        self: &Arc<Self>,
+        limits: &[usize],
+        now: SystemTime,
+        tokens: u64,
+        ticket: Option<&Queued>,
+    ) -> Result<Permit, Blocked> {
+        let ticket = ticket.map(|q| q.ticket);
+        let mut state = self.lock();
+        let mut worst: Option<Blocked> = None;
+        for &index in limits {
+            let bucket = &mut state.buckets[index];
+            bucket.prune(now);
+            if let Some(blocked) = bucket.blocked(now, tokens, ticket) {
+                let worse = match (&worst, blocked.at) {
+                    (None, _) => true,
+                    (Some(_), None) => true,
+                    (Some(w), Some(at)) => w.at.is_some_and(|w| at > w),
+                };
+                if worse {
+                    worst = Some(blocked);
+                }
+            }
+        }
+        if let Some(blocked) = worst {
+            return Err(blocked);
+        }
+        let charge = state.next_id;
+        state.next_id += 1;
+        let mut holds_slot = false;
+        for &index in limits {
+            let bucket = &mut state.buckets[index];
+            if bucket.limit.concurrency.is_some() {
+                bucket.in_flight += 1;
+                holds_slot = true;
+            }
+            if bucket.limit.rpm.is_some() {
+                bucket.starts.push_back((charge, now));
+            }
+            if let Some((left, _)) = &mut bucket.requests_left {
+                *left = left.saturating_sub(1);
+            }
+            if let Some((left, _)) = &mut bucket.tokens_left {
+                *left = left.saturating_sub(tokens);
+            }
+            if bucket.limit.tpm.is_some() {
+                bucket.tokens.push_back((charge, now, tokens));
+            }
+        }
+        Ok(Permit {
+            limiter: Arc::clone(self),
+            limits: limits.to_vec(),
+            charge,
+            holds_slot,
+        })
+    }
+
+    /// A place in the queue of every bucket of `limits`, behind every call
+    /// already waiting there; given up when dropped.
+    pub fn queue(self: &Arc<Self>, limits: &[usize]) -> Queued {
+        let mut state = self.lock();
+        let ticket = state.next_id;
+        state.next_id += 1;
+        let mut limits = limits.to_vec();
+        limits.sort_unstable();
+        limits.dedup();
+        for &index in &limits {
+            state.buckets[index].queue.push_back(ticket);
+        }
+        Queued {
+            limiter: Arc::clone(self),
+            limits,
+            ticket,
+        }
+    }
+
+    /// A future that resolves when room may have been made: made before
+    /// looking, so nothing in between is missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// A rate limit the provider said it hit with a wait: nothing starts on
+    /// these buckets until `until` (its window is as good as full).
+    pub fn close(&self, limits: &[usize], until: SystemTime, why: &str) {
+        let mut state = self.lock();
+        for &index in limits {
+            let bucket = &mut state.buckets[index];
+            let later = bucket.closed_until.as_ref().is_none_or(|(t, _)| *t < until);
+            if later {
+                bucket.closed_until = Some((until, why.to_string()));
+            }
+        }
+    }
+
+    /// What a provider's rate-limit headers say is left, until its resets:
+    /// the buckets let no more through until then.
+    pub fn saw_headroom(&self, limits: &[usize], now: SystemTime, headroom: &Headroom) {
+        let mut state = self.lock();
+        for &index in limits {
+            let bucket = &mut state.buckets[index];
+            if let (Some(left), Some(reset)) = (headroom.requests, headroom.requests_reset) {
+                if reset > now {
+                    bucket.requests_left = Some((left, reset));
+                }
+            }
+            if let (Some(left), Some(reset)) = (headroom.tokens, headroom.tokens_reset) {
+                if reset > now {
+                    bucket.tokens_left = Some((left, reset));
+                }
+            }
+        }
+    }
+
+    /// Calls in flight on bucket `index` (for tests and `health()`).
+    pub fn in_flight(&self, index: usize) -> u32 {
+        self.lock().buckets[index].in_flight
+    }
+}
+
+/// One request's share of its buckets: its slot (given back when dropped)
+/// and its tokens in the window (corrected once the usage is known).
+#[derive(Debug)]
+pub struct Permit {
+    limiter: Arc<Limiter>,
+    limits: Vec<usize>,
+    charge: u64,
+    holds_slot: bool,
+}
+
+impl Permit {
+    /// The request's tokens are now known to be `tokens` (its reported
+    /// usage; zero for a request refused unbilled): its estimate in the
+    /// window is replaced, never added to.
+    pub fn correct(&self, tokens: u64) {
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            let bucket = &mut state.buckets[index];
+            if let Some(entry) = bucket.tokens.iter_mut().find(|e| e.0 == self.charge) {
+                entry.2 = tokens;
+            }
+        }
+        drop(state);
+        self.limiter.changed.notify_waiters();
+    }
+}
+
+impl Permit {
+    /// The request was never sent (the call went elsewhere after all): its
+    /// start and tokens leave the window, its slot is given back.
+    pub fn unused(self) {
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            let bucket = &mut state.buckets[index];
+            bucket.starts.retain(|e| e.0 != self.charge);
+            bucket.tokens.retain(|e| e.0 != self.charge);
+        }
+        // (Given back before `self` drops and gives its slot back.)
+        drop(state);
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if !self.holds_slot {
+            return;
+        }
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            let bucket = &mut state.buckets[index];
+            if bucket.limit.concurrency.is_some() {
+                bucket.in_flight = bucket.in_flight.saturating_sub(1);
+            }
+        }
+        drop(state);
+        self.limiter.changed.notify_waiters();
+    }
+}
+
+/// A waiting call's place in line on its buckets: calls that came later
+/// are not let past it; dropped (served, failed, cancelled), it gives the
+/// place up.
+#[derive(Debug)]
+pub struct Queued {
+    limiter: Arc<Limiter>,
+    limits: Vec<usize>,
+    ticket: u64,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            state.buckets[index].queue.retain(|&t| t != self.ticket);
+        }
+        drop(state);
+        self.limiter.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs)
+    }
+
+    fn limiter(limit: Limit) -> Arc<Limiter> {
+        Limiter::new(vec![("p".into(), limit)])
+    }
+
+    #[test]
+    fn concurrency_counts_permits_until_they_are_dropped() {
+        let l = limiter(Limit {
+            concurrency: Some(2),
+            ..Limit::default()
+        });
+        let a = l.take(&[0], at(0), 0, None).unwrap();
+        let _b = l.take(&[0], at(0), 0, None).unwrap();
+        let blocked = l.take(&[0], at(0), 0, None).unwrap_err();
+        assert_eq!(blocked.why, "at its concurrency limit (2 in flight)");
+        assert_eq!(blocked.at, None);
+        drop(a);
+        assert!(l.take(&[0], at(0), 0, None).is_ok());
+    }
+
+    #[test]
+    fn rpm_is_a_rolling_minute() {
+        let l = limiter(Limit {
+            rpm: Some(2),
+            ..Limit::default()
+        });
+        drop(l.take(&[0], at(0), 0, None).unwrap());
+        drop(l.take(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take(&[0], at(30), 0, None).unwrap_err();
+        assert_eq!(blocked.at, Some(at(60)));
+        assert_eq!(blocked.why, "rpm limit: capacity in 30.0s");
+        assert!(l.take(&[0], at(60), 0, None).is_ok());
+        assert!(l.take(&[0], at(61), 0, None).is_err());
+        assert!(l.take(&[0], at(70), 0, None).is_ok());
+    }
+
+    #[test]
+    fn tpm_charges_the_estimate_then_the_reported_usage_once() {
+        let l = limiter(Limit {
+            tpm: Some(1000),
+            ..Limit::default()
+        });
+        let first = l.take(&[0], at(0), 800, None).unwrap();
+        let blocked = l.take(&[0], at(1), 300, None).unwrap_err();
+        assert_eq!(blocked.at, Some(at(60)));
+        // The answer used 100 tokens: the estimate is replaced, not added to.
+        first.correct(100);
+        first.correct(100);
+        let _second = l.take(&[0], at(2), 900, None).unwrap();
+        assert!(l.take(&[0], at(3), 1, None).is_err());
+        // A request bigger than the limit goes once the window is empty.
+        let l = limiter(Limit {
+            tpm: Some(10),
+            ..Limit::default()
+        });
+        assert!(l.take(&[0], at(0), 50, None).is_ok());
+    }
+
+    #[test]
+    fn waiting_calls_are_served_in_arrival_order() {
+        let l = limiter(Limit {
+            concurrency: Some(1),
+            ..Limit::default()
+        });
+        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let first = l.queue(&[0]);
+        let second = l.queue(&[0]);
+        drop(held);
+        // A newcomer and the second in line wait behind the first.
+        assert!(l.take(&[0], at(0), 0, None).is_err());
+        let blocked = l.take(&[0], at(0), 0, Some(&second)).unwrap_err();
+        assert_eq!(
+            blocked.why,
+            "1 call(s) wait for its capacity before this one"
+        );
+        let served = l.take(&[0], at(0), 0, Some(&first)).unwrap();
+        drop(first);
+        drop(served);
+        // The first gone, the second is next.
+        assert!(l.take(&[0], at(0), 0, Some(&second)).is_ok());
+    }
+
+    #[test]
+    fn a_cancelled_waiter_gives_up_its_place() {
+        let l = limiter(Limit {
+            concurrency: Some(1),
+            ..Limit::default()
+        });
+        let waiter = l.queue(&[0]);
+        assert!(l.take(&[0], at(0), 0, None).is_err());
+        drop(waiter);
+        assert!(l.take(&[0], at(0), 0, None).is_ok());
+    }
+
+    #[test]
+    fn a_hinted_429_closes_the_bucket_and_headroom_lowers_it() {
+        let l = limiter(Limit {
+            rpm: Some(100),
+            ..Limit::default()
+        });
+        l.close(&[0], at(5), "rate limited");
+        let blocked = l.take(&[0], at(1), 0, None).unwrap_err();
+        assert_eq!(blocked.at, Some(at(5)));
+        assert!(l.take(&[0], at(5), 0, None).is_ok());
+        let headroom = Headroom {
+            requests: Some(1),
+            tokens: None,
+            requests_reset: Some(at(20)),
+            tokens_reset: None,
+        };
+        l.saw_headroom(&[0], at(6), &headroom);
+        assert!(l.take(&[0], at(7), 0, None).is_ok());
+        let blocked = l.take(&[0], at(8), 0, None).unwrap_err();
+        assert_eq!(blocked.at, Some(at(20)));
+        assert!(l.take(&[0], at(20), 0, None).is_ok());
+    }
+
+    #[test]
+    fn every_bucket_must_have_room_and_the_longest_wait_is_told() {
+        let l = Limiter::new(vec![
+            (
+                "p".into(),
+                Limit {
+                    rpm: Some(1),
+                    ..Limit::default()
+                },
+            ),
+            (
+                "quota".into(),
+                Limit {
+                    rpm: Some(1),
+                    ..Limit::default()
+                },
+            ),
+        ]);
+        drop(l.take(&[1], at(0), 0, None).unwrap());
+        drop(l.take(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take(&[0, 1], at(20), 0, None).unwrap_err();
+        assert_eq!(blocked.at, Some(at(70)));
+        // Nothing was taken from the bucket that had room.
+        let blocked = l.take(&[1], at(61), 0, None);
+        assert!(blocked.is_ok());
+    }
+}
