@@ -63,11 +63,8 @@ class Limit(Record):
         )
 
     def __repr__(self) -> str:
-        given = [
-            f"{name}={value!r}"
-            for name, value in (("concurrency", self.concurrency), ("rpm", self.rpm), ("tpm", self.tpm))
-            if value is not None
-        ]
+        fields = (("concurrency", self.concurrency), ("rpm", self.rpm), ("tpm", self.tpm))
+        given = [f"{name}={value!r}" for name, value in fields if value is not None]
         return f"Limit({', '.join(given)})"
 
 
