@@ -1,7 +1,9 @@
 """Client-side limits through the public API: Limit(concurrency, rpm, tpm) on providers, pools
 and quotas; a provider without room passed over, a wait for room through the sleeper bounded by
 the deadline, fairness and cancellation, streams holding their slot, tpm corrected to the usage,
-shared quotas. Fleet-wide limits are in test_fleet_limits.py."""
+shared quotas. (Found by the issue's trial and review: retries failing over, corrections waking
+waiters, deadlines under a FakeSleeper, a waiter not holding back a call with room.)
+Fleet-wide limits are in test_fleet_limits.py."""
 
 from __future__ import annotations
 
@@ -198,13 +200,15 @@ def test_rpm_over_three_virtual_minutes_starts_no_more_than_the_limit_in_any_min
         mock_server.push_text("ok")
     fake = FakeSleeper()
     client = failover.Client({"a": openai(mock_server, limit=Limit(rpm=60))}, sleeper=fake)
-    started = []
+    started, waited = [], []
     for _ in range(150):
-        call(client)
+        waited.append(call(client).attempts[0].waited)
         started.append(fake.time())
     assert in_any_minute(started) == 60
-    # The 61st and the 121st each waited for the window, once.
-    fake.assert_sequence([60.0, 60.0])
+    # The 61st and the 121st each waited a minute for the window: in their attempt's
+    # `waited`, not among the sleeps (a wait for room may end early).
+    assert [(i, w) for i, w in enumerate(waited) if w] == [(60, 60.0), (120, 60.0)]
+    fake.assert_never_slept()
 
 
 def test_concurrent_calls_under_rpm_wait_through_the_sleeper(mock_server: MockServer) -> None:
@@ -221,7 +225,7 @@ def test_concurrent_calls_under_rpm_wait_through_the_sleeper(mock_server: MockSe
     assert mock_server.pending == 0
     # 10 at once, 10 a minute later, 5 two minutes later.
     assert fake.time() - start == pytest.approx(120.0)
-    assert fake.sleeps == [60.0, 60.0]
+    fake.assert_never_slept()
 
 
 def test_tpm_is_charged_an_estimate_then_corrected_to_the_reported_usage(
@@ -238,8 +242,8 @@ def test_tpm_is_charged_an_estimate_then_corrected_to_the_reported_usage(
     fake.assert_never_slept()
     # Now 150 + 900 are in the window: the next 900 waits for the first to leave it.
     mock_server.push(json=chat_answer(100, 50))
-    call(client, "x" * 400, max_tokens=800)
-    fake.assert_sequence([60.0])
+    r = call(client, "x" * 400, max_tokens=800)
+    assert r.attempts[0].waited == 60.0
 
 
 def test_a_stream_is_corrected_to_the_usage_at_its_end(mock_server: MockServer) -> None:
@@ -274,14 +278,14 @@ def test_room_later_than_the_policy_waits_fails_over_to_a_sooner_one(
     # a has room in 5 s, b in 55 s: the call waits 5 s for a.
     mock_server.push_text("a again")
     r = client.prompt("hi")
-    assert (r.provider, fake.sleeps) == ("a", [5.0])
-    # Now a's room is 60 s away (longer than the 10 s the policy waits with b left)
-    # and b's is 50 s away (within the 60 s it waits on the last): the call waits for b.
+    assert (r.provider, r.attempts[0].waited) == ("a", 5.0)
+    # Now a's room is 60 s away and b's 50 s: the call waits for b, the sooner, and
+    # records a as passed over.
     backup_server.push_text("b again")
     r = client.prompt("hi")
     assert r.provider == "b"
-    assert fake.sleeps == [5.0, 50.0]
-    assert skips(r.attempts)[0][0] == "a"
+    assert r.attempts[-1].waited == 50.0
+    assert skips(r.attempts) == [("a", "rpm limit: capacity in 10.0s")]
 
 
 def test_a_hinted_429_empties_the_window_until_the_hint_runs_out(
@@ -317,6 +321,106 @@ def test_headroom_headers_lower_what_the_limit_lets_through(
     assert "say no request is left: capacity in 30.0s" in skips(answers[2].attempts)[0][1]
 
 
+def test_a_retry_without_room_soon_enough_fails_over_to_the_backup(
+    mock_server: MockServer, backup_server: MockServer, call: Callable[..., failover.Response]
+) -> None:
+    fake = FakeSleeper()
+    client = failover.Client(
+        {"a": openai(mock_server, limit=Limit(rpm=1)), "b": openai(backup_server)},
+        sleeper=fake,
+    )
+    # a's 500 earns one quick retry; a's window has room only in a minute: the call
+    # fails over at once instead of waiting (or running into its deadline).
+    mock_server.push(500, json={"error": {"message": "oops"}})
+    backup_server.push_text("from b")
+    r = call(client, deadline=30)
+    assert r.provider == "b"
+    assert [a.provider for a in r.attempts] == ["a", "a", "b"]
+    assert r.attempts[1].skipped.startswith("retry skipped: rpm limit: capacity in")
+
+
+def test_room_made_by_a_correction_wakes_a_waiting_call(mock_server: MockServer) -> None:
+    fake = FakeSleeper()
+    start = fake.time()
+    client = failover.Client({"a": openai(mock_server, limit=Limit(tpm=1100))}, sleeper=fake)
+    # Each is estimated at 900 tokens; the first's answer says it used 150.
+    mock_server.push(json=chat_answer(100, 50), delay=0.05)
+    mock_server.push(json=chat_answer(100, 50))
+
+    async def run() -> list[failover.Response]:
+        return list(
+            await asyncio.gather(
+                *(client.prompt_async("x" * 400, max_tokens=800) for _ in range(2))
+            )
+        )
+
+    answers = asyncio.run(run())
+    # The second went when the first was corrected, not a minute later.
+    assert fake.time() - start < 1.0
+    assert sorted(a.attempts[0].waited for a in answers) == [0.0, 0.0]
+
+
+def test_calls_waiting_for_a_slot_under_a_fake_sleeper_keep_to_their_deadline(
+    mock_server: MockServer,
+) -> None:
+    for _ in range(30):
+        mock_server.push_text("ok", delay=0.03)
+    client = failover.Client(
+        {"a": openai(mock_server, limit=Limit(concurrency=2))},
+        sleeper=FakeSleeper(),
+        deadline=30,
+    )
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda _: client.prompt("hi").text, range(30)))
+    # No call's deadline ran out while another call held the slot it waited for.
+    assert answers == ["ok"] * 30
+
+
+def test_a_waiter_in_line_for_one_provider_does_not_hold_back_a_call_with_room(
+    mock_server: MockServer,
+) -> None:
+    provider = openai(mock_server, embedding_model="e", limit=Limit(concurrency=1), quota="org")
+    client = failover.Client({"a": provider}, quotas={"org": Limit(concurrency=10)})
+    mock_server.push(sse=[oa_text("streaming"), "data: [DONE]"], interval=0.3)
+    mock_server.push_embeddings([[0.5]])
+    mock_server.push_text("after")
+
+    async def run() -> None:
+        stream = client.stream_async("hi")
+        await stream.__anext__()
+        waiting = asyncio.ensure_future(client.prompt_async("hi"))
+        await asyncio.sleep(0.05)
+        # The chat call waits for a's slot; the embeddings call needs only the quota's.
+        embedded = await asyncio.wait_for(client.embed_async(["x"]), 5)
+        assert embedded.vectors == [[0.5]]
+        assert not waiting.done()
+        await stream.aclose()
+        assert (await asyncio.wait_for(waiting, 5)).text == "after"
+
+    asyncio.run(run())
+
+
+def test_an_unbilled_failure_gives_its_tokens_back(mock_server: MockServer) -> None:
+    fake = FakeSleeper()
+    client = failover.Client({"a": openai(mock_server, limit=Limit(tpm=1000))}, sleeper=fake)
+    mock_server.push(400, json={"error": {"message": "bad"}})
+    with pytest.raises(failover.BadRequest):
+        client.prompt("x" * 400, max_tokens=800)
+    mock_server.push_text("ok")
+    assert client.prompt("x" * 400, max_tokens=800).attempts[0].waited == 0.0
+
+
+def test_a_restarted_stream_gives_its_slot_back_before_taking_one(
+    mock_server: MockServer,
+) -> None:
+    client = failover.Client({"a": openai(mock_server, limit=Limit(concurrency=1))})
+    mock_server.push(sse=[oa_text("half ")], fault="cut:1")
+    mock_server.push(sse=[oa_text("whole"), "data: [DONE]"])
+    with client.stream("hi", on_interrupt="restart") as stream:
+        chunks = [c for c in stream if c.kind != "restart"]
+    assert "".join(c.text for c in chunks).endswith("whole")
+
+
 # Embeddings, pools and quotas
 
 
@@ -341,10 +445,10 @@ def test_embedding_limit_bounds_embeddings_and_limit_bounds_chat(
     mock_server.push_text("chat")
     mock_server.push_embeddings([[0.2]])
     embed()
-    assert client.prompt("hi").text == "chat"
-    fake.assert_never_slept()
-    assert embed().vectors == [[0.2]]
-    fake.assert_sequence([60.0])
+    assert client.prompt("hi").attempts[0].waited == 0.0
+    second = embed()
+    assert second.vectors == [[0.2]]
+    assert second.attempts[0].waited == 60.0
 
 
 def test_a_pool_limit_is_shared_by_its_members(
@@ -352,9 +456,9 @@ def test_a_pool_limit_is_shared_by_its_members(
 ) -> None:
     with MockServer() as second:
         pool = failover.Pool(
-            "pool", [openai(mock_server), openai(second)], limit=Limit(concurrency=1)
+            "gpt", [openai(mock_server), openai(second)], limit=Limit(concurrency=1)
         )
-        client = failover.Client({"pool": pool, "b": openai(backup_server)})
+        client = failover.Client({"gpt": pool, "b": openai(backup_server)})
         mock_server.push(sse=[oa_text("streaming"), "data: [DONE]"], interval=0.3)
         backup_server.push_text("b")
         with client.stream("hi") as stream:
@@ -362,8 +466,8 @@ def test_a_pool_limit_is_shared_by_its_members(
             r = client.prompt("hi")
         assert r.provider == "b"
         assert skips(r.attempts) == [
-            ("pool/1", "at its concurrency limit (1 in flight)"),
-            ("pool/0", "at its concurrency limit (1 in flight)"),
+            ("gpt/1", "at pool gpt's concurrency limit (1 in flight)"),
+            ("gpt/0", "at pool gpt's concurrency limit (1 in flight)"),
         ]
         assert len(second.requests) == 0
 
@@ -391,6 +495,10 @@ def test_a_rate_limit_cools_every_provider_of_its_quota(
         cooling = client.cooldowns()
         assert cooling["a"] == pytest.approx(30.0)
         assert cooling["b"] == pytest.approx(30.0)
+        # health() agrees: b cools for its quota.
+        health = client.health()["b"]
+        assert health.cooling
+        assert "its quota org was rate limited" in health.reason
 
 
 def test_an_overload_stays_with_the_model_that_said_it(
@@ -455,6 +563,8 @@ def test_without_limits_or_quotas_nothing_changes(mock_server: MockServer) -> No
         ),
         (lambda: failover.OpenAI("m", api_key="k", quota=""), "quota must name"),
         (lambda: failover.OpenAI("m", api_key="k", quota=3), "quota must name"),
+        (lambda: failover.OpenAI("m", api_key="k", quota="org|x"), "holds no '|'"),
+        (lambda: failover.OpenAI("m", api_key="k", quota="org\tx"), "no control character"),
         (
             lambda: failover.Pool("p", [failover.OpenAI("m", api_key="k")], limit=Limit),
             "Pool 'p': limit must be a failover.Limit",

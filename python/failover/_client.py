@@ -232,6 +232,8 @@ class Client:
         for spec in specs:
             spec.limits = limits.chat[spec.name]
             spec.embedding_limits = limits.embed[spec.name]
+            spec.own_limit = limits.own_chat[spec.name]
+            spec.own_embedding_limit = limits.own_embed[spec.name]
             spec.quota = limits.quota[spec.name]
         self._native = _native.NativeClient(
             providers=specs,

@@ -275,13 +275,16 @@ def _deadline_error(
     """Called by the native module when the deadline ends a call;
     ``waiting_for``: the provider it was waiting for room at under the
     client's limits, and why it had none."""
-    message = f"deadline of {deadline:g}s exceeded after {len(attempts)} attempt(s)"
+    shown = _attempts(attempts)
+    # (Providers passed over sent nothing: not attempts here.)
+    sent = sum(1 for attempt in shown if attempt.skipped is None)
+    message = f"deadline of {deadline:g}s exceeded after {sent} attempt(s)"
     if waiting_for is not None:
         message += f" while waiting for capacity ({waiting_for})"
     if cause is not None:
         message += f"; last error: {cause}"
     error = DeadlineExceeded(message, deadline=deadline, call_id=call_id)
-    error.attempts = _attempts(attempts)
+    error.attempts = shown
     if cause is not None:
         error.__cause__ = cause
         error.retry_after = cause.retry_after

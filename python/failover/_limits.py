@@ -85,6 +85,11 @@ def check_quota(owner: str, value: object) -> str | None:
         raise ConfigurationError(
             f"{owner} quota must name the quota it draws on (a non-empty str), got {value!r}"
         )
+    # `|` and tabs separate the parts of the state's keys and records.
+    if "|" in value or any(c < " " for c in value):
+        raise ConfigurationError(
+            f"{owner} quota {value!r}: a quota's name holds no '|' and no control character"
+        )
     return utf8_text(f"{owner} quota", value)
 
 
@@ -115,7 +120,7 @@ class ClientLimits:
     on for chat calls and streams (``chat``), for embeddings (``embed``),
     and its quota's name."""
 
-    __slots__ = ("buckets", "chat", "embed", "quota")
+    __slots__ = ("buckets", "chat", "embed", "own_chat", "own_embed", "quota")
 
     def __init__(
         self,
@@ -126,6 +131,8 @@ class ClientLimits:
         self.buckets: list[tuple[str, int | None, int | None, int | None]] = []
         self.chat: dict[str, list[int]] = {name: [] for name in providers}
         self.embed: dict[str, list[int]] = {name: [] for name in providers}
+        self.own_chat: dict[str, int | None] = dict.fromkeys(providers)
+        self.own_embed: dict[str, int | None] = dict.fromkeys(providers)
         self.quota: dict[str, str | None] = {
             name: provider._quota for name, provider in providers.items()
         }
@@ -136,9 +143,13 @@ class ClientLimits:
 
         for name, provider in providers.items():
             if provider._limit is not None:
-                self.chat[name].append(bucket(name, provider._limit))
+                own = bucket(name, provider._limit)
+                self.own_chat[name] = own
+                self.chat[name].append(own)
             if provider._embedding_limit is not None:
-                self.embed[name].append(bucket(f"{name}:embeddings", provider._embedding_limit))
+                own = bucket(f"{name}:embeddings", provider._embedding_limit)
+                self.own_embed[name] = own
+                self.embed[name].append(own)
         # A pool's and a quota's limits bound every call kind of their members.
         for pool in pools.values():
             if pool.limit is not None:

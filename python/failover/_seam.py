@@ -50,6 +50,8 @@ class ProviderSpec:
         "entra_token",
         "limits",
         "embedding_limits",
+        "own_limit",
+        "own_embedding_limit",
         "quota",
     )
 
@@ -69,6 +71,9 @@ class ProviderSpec:
         #: set by the client, which knows its pools and quotas.
         self.limits: list[int] = []
         self.embedding_limits: list[int] = []
+        #: Its own among them (not its pool's or its quota's).
+        self.own_limit: int | None = None
+        self.own_embedding_limit: int | None = None
         self.quota: str | None = None
 
     def __repr__(self) -> str:  # never shows the key

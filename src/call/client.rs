@@ -41,6 +41,10 @@ pub struct ProviderLimits {
     pub chat: Vec<usize>,
     /// Buckets an embeddings call takes room from.
     pub embed: Vec<usize>,
+    /// Its own bucket among `chat`, and among `embed` (not its pool's or its
+    /// quota's).
+    pub own_chat: Option<usize>,
+    pub own_embed: Option<usize>,
     /// The quota it shares a rate-limit cooldown with, by name.
     pub quota: Option<String>,
 }
@@ -123,10 +127,18 @@ impl Client {
     /// other keys (embeddings, a call's own `model=`) once the state has
     /// seen them.
     pub fn health(&self, now: SystemTime) -> Vec<(String, Health)> {
-        let mut seen: Vec<(String, Health)> = self
-            .state
-            .health(now)
-            .into_iter()
+        let all = self.state.health(now);
+        // A provider whose quota cools shows the quota's cooldown (its
+        // own, when that ends later).
+        let quota_open = |index: usize| {
+            let quota = self.limits.of(index)?.quota_key()?;
+            let (_, health) = all.iter().find(|(key, _)| *key == quota)?;
+            let open = health.open.clone()?;
+            (open.until > now).then_some(open)
+        };
+        let mut seen: Vec<(String, Health)> = all
+            .iter()
+            .cloned()
             .filter_map(|(key, health)| {
                 let key = StateKey::parse(&key)?;
                 let mine = self.providers.iter().any(|config| key.is_of(config));
@@ -136,6 +148,20 @@ impl Client {
         for config in &self.providers {
             if !seen.iter().any(|(shown, _)| *shown == config.name) {
                 seen.push((config.name.clone(), Health::default()));
+            }
+        }
+        for (index, config) in self.providers.iter().enumerate() {
+            let Some(open) = quota_open(index) else {
+                continue;
+            };
+            if let Some((_, health)) = seen.iter_mut().find(|(shown, _)| *shown == config.name) {
+                if health
+                    .open
+                    .as_ref()
+                    .is_none_or(|own| own.until < open.until)
+                {
+                    health.open = Some(open);
+                }
             }
         }
         seen.sort_by(|a, b| a.0.cmp(&b.0));

@@ -14,8 +14,6 @@ use crate::providers::{self, Job, ProviderConfig};
 pub struct Plan {
     client: Arc<Client>,
     members: Vec<Member>,
-    /// About how many tokens one request of the job uses, for `tpm` limits.
-    tokens: u64,
 }
 
 struct Member {
@@ -29,8 +27,12 @@ struct Member {
     state_key: String,
     /// Why it cannot serve the job.
     unable: Option<String>,
-    /// The client's limits it draws on for this job.
+    /// The client's limits it draws on for this job, and its own among them.
     limits: Vec<usize>,
+    own_limit: Option<usize>,
+    /// About how many tokens one request of the job to it uses, for `tpm`
+    /// (made only when the client has limits).
+    tokens: u64,
     /// Its quota's state key.
     quota_key: Option<String>,
 }
@@ -49,30 +51,32 @@ impl Plan {
                 });
                 let unable = providers::unable_for(own_model.as_ref().unwrap_or(config), job);
                 let drawn = client.limits.of(provider);
-                let limits = match (drawn, job) {
-                    (None, _) => Vec::new(),
-                    (Some(drawn), Job::Embed(_)) => drawn.embed.clone(),
-                    (Some(drawn), Job::Chat(_) | Job::Stream(_)) => drawn.chat.clone(),
+                let (limits, own_limit) = match (drawn, job) {
+                    (None, _) => (Vec::new(), None),
+                    (Some(drawn), Job::Embed(_)) => (drawn.embed.clone(), drawn.own_embed),
+                    (Some(drawn), Job::Chat(_) | Job::Stream(_)) => {
+                        (drawn.chat.clone(), drawn.own_chat)
+                    }
+                };
+                let tokens = match client.limits.limiter {
+                    Some(_) => {
+                        providers::estimated_tokens(own_model.as_ref().unwrap_or(config), job)
+                    }
+                    None => 0,
                 };
                 Member {
                     provider,
+                    tokens,
                     own_model,
                     state_key: StateKey::of(config, job).render(),
                     unable,
                     limits,
+                    own_limit,
                     quota_key: drawn.and_then(|drawn| drawn.quota_key()),
                 }
             })
             .collect();
-        let tokens = match client.limits.limiter {
-            Some(_) => providers::estimated_tokens(job),
-            None => 0,
-        };
-        Self {
-            client,
-            members,
-            tokens,
-        }
+        Self { client, members }
     }
 
     pub fn client(&self) -> &Arc<Client> {
@@ -124,7 +128,8 @@ impl Plan {
                 state_key: self.state_key(i),
                 unable: self.unable(i),
                 limits: &self.members[i].limits,
-                tokens: self.tokens,
+                own_limit: self.members[i].own_limit,
+                tokens: self.members[i].tokens,
                 quota_key: self.members[i].quota_key.as_deref(),
             })
             .collect()

@@ -239,11 +239,18 @@ impl<C: Clock, E> Call<C, E> {
                 }
             },
         );
-        let result = tokio::select! {
+        let mut result = tokio::select! {
             biased;
             error = interrupted.ended() => return Err(error),
             result = run => result,
         };
+        // A whole answer is in: its slot is free now, while the call's clock
+        // still counts it (under a FakeSleeper, a call waiting for the slot
+        // must see it freed before time moves on for want of this call).
+        // A stream keeps its slot until it ends.
+        if let (Ok(success), false) = (&mut result, matches!(job, Job::Stream(_))) {
+            drop(success.permit.take());
+        }
         // The engine may finish in the same poll in which a hook or a sleeper
         // asked to end the call (a sleep that returns at once does not yield):
         // the interrupt wins.

@@ -25,6 +25,13 @@ pub trait Clock: Send + Sync {
     fn wait(&self, bound: Duration) -> SleepFuture {
         self.sleep(bound)
     }
+    /// The shared virtual clock this clock is a call's view of, if any: a
+    /// call that wakes another (a slot freed) keeps its time still until
+    /// the woken call has looked, so the time does not jump past a wait
+    /// that was about to end.
+    fn virtual_time(&self) -> Option<ManualClock> {
+        None
+    }
     /// The call this clock is of has ended while the clock lives on (a
     /// stream read to its end, failed or closed, still referenced): from now
     /// on it holds nothing others wait for. A clock of its own has nothing
@@ -339,6 +346,10 @@ impl Clock for ManualCallClock {
     fn sleep(&self, duration: Duration) -> SleepFuture {
         self.shared.lock().sleeps.push(duration);
         self.wait(duration)
+    }
+
+    fn virtual_time(&self) -> Option<ManualClock> {
+        Some(self.shared.clone())
     }
 
     /// As a sleep, unrecorded: the virtual time moves past it only when

@@ -27,6 +27,9 @@ pub struct ProviderSlot<'a> {
     /// The client's limits it draws on (indexes into
     /// [`CallSpec::limiter`]'s buckets: its own, its pool's, its quota's).
     pub limits: &'a [usize],
+    /// Which of `limits` is its own (not its pool's or its quota's): what
+    /// its rate-limit headers and 429s tell of is its own capacity.
+    pub own_limit: Option<usize>,
     /// About how many tokens a request of this call uses (for `tpm`).
     pub tokens: u64,
     /// The shared quota it draws on, as a state key: a rate limit at any
@@ -244,6 +247,12 @@ pub trait Answer {
     fn usage(&self) -> Option<Usage> {
         None
     }
+    /// What it used in all, once known: an answer's usage; `None` for a
+    /// stream, whose usage so far (Anthropic's `message_start`) is not its
+    /// bill until it ends.
+    fn settled_usage(&self) -> Option<Usage> {
+        self.usage()
+    }
     /// The rate-limit headroom its headers report, for `health()`.
     fn headroom(&self, _now: SystemTime) -> Option<Headroom> {
         None
@@ -360,6 +369,9 @@ enum NoRoom {
         wait: Duration,
         why: String,
     },
+    /// A retry's provider has no room soon enough, and another provider is
+    /// left: the call fails over to it.
+    Elsewhere { provider: usize },
 }
 
 impl NoRoom {
@@ -379,6 +391,12 @@ impl NoRoom {
                 attempts,
                 reason: format!("the deadline came while the call waited for room: {why}"),
             },
+            NoRoom::Elsewhere { provider } => NoRoom::TooLong {
+                provider,
+                wait: Duration::ZERO,
+                why: "no room soon enough".to_string(),
+            }
+            .failure(deadline, last, attempts),
             NoRoom::TooLong {
                 provider,
                 wait,
@@ -403,32 +421,46 @@ impl NoRoom {
     }
 }
 
+/// Why the quota of `quota` (its state key, `"quota NAME"`) cools: a rate
+/// limit at one of its providers, for `cause`.
+fn quota_cause(quota: &str, cause: &Cause) -> Cause {
+    Cause {
+        reason: format!("its {quota} was rate limited ({})", cause.reason),
+        ..cause.clone()
+    }
+}
+
+/// How long a call may wait for room, besides its deadline.
+#[derive(Clone, Copy)]
+enum RoomFor {
+    /// A provider's first attempt, `candidates` being every provider left:
+    /// the call waits for whichever has room first, unless every one's room
+    /// is further off than the policy waits on the last provider.
+    First,
+    /// A retry on its provider: no longer than the policy waits for a
+    /// `Retry-After` there; with another provider left, not for a slot.
+    Retry { is_last: bool },
+}
+
 /// The first of `candidates` (chain positions, in order) with room under
 /// the client's limits now, and its permit (`None` for a provider without
 /// limits); else the call waits, in line behind the calls already waiting,
-/// for the first to have room: through the clock, never past the deadline,
-/// and (`capped`) not for longer than the policy waits for a provider
-/// (those that would take longer are left out: with one left after them,
-/// the call fails over; with none, it ends). `reasons` gets why each had
-/// no room.
+/// for the first to have room: woken when room may have been made, or at
+/// the time a window has room again, through the clock's `wait` (it may end
+/// early, so it is not one of the sleeps a test asserts), never past the
+/// deadline, and never for longer than `room_for` allows. `reasons` gets
+/// why each had no room.
 async fn find_room(
     spec: &CallSpec<'_>,
     limiter: &Arc<Limiter>,
     clock: &dyn Clock,
     candidates: &[usize],
-    capped: bool,
+    room_for: RoomFor,
     remaining: &(dyn Fn(&dyn Clock) -> Option<Duration> + Sync),
     reasons: &mut [Option<String>],
 ) -> Result<(usize, Option<Permit>), NoRoom> {
-    let Some(&last) = candidates.last() else {
-        unreachable!("a provider looks for room among at least itself");
-    };
     let mut queued = None;
     loop {
-        // Listening before looking: room made in between is not missed.
-        let changed = limiter.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
         let now = clock.wall();
         let mut blocked_all: Vec<(usize, Blocked)> = Vec::new();
         for &candidate in candidates {
@@ -444,90 +476,99 @@ async fn find_room(
                 }
             }
         }
-        // None has room: those whose room comes later than the policy
-        // waits are left out (as a Retry-After that long would be).
-        let mut waiting: Vec<(usize, Blocked)> = Vec::new();
-        let mut too_long: Option<(usize, Duration)> = None;
-        for (candidate, blocked) in blocked_all {
-            let cap = if candidate == last {
-                spec.policy.max_retry_after_last
-            } else {
-                spec.policy.max_retry_after
-            };
-            match blocked.wait(now) {
-                Some(wait) if capped && wait > cap => {
-                    reasons[candidate] = Some(format!(
-                        "{}, longer than the {}s the policy waits",
-                        blocked.why,
-                        cap.as_secs_f64()
-                    ));
-                    too_long = Some((candidate, wait));
-                }
-                _ => waiting.push((candidate, blocked)),
-            }
+        if let Some(in_line) = &queued {
+            in_line.looked();
         }
-        let Some((first, _)) = waiting.first() else {
-            let (provider, wait) = too_long.unwrap_or((last, Duration::ZERO));
-            let why = reasons[provider].clone().unwrap_or_default();
-            return Err(NoRoom::TooLong {
-                provider,
-                wait,
-                why,
-            });
+        let Some((first, _)) = blocked_all.first() else {
+            unreachable!("a provider looks for room among at least itself");
         };
-        let soonest = waiting
+        let first = *first;
+        let soonest = blocked_all
             .iter()
             .filter_map(|(candidate, blocked)| Some((*candidate, blocked.wait(now)?)))
             .min_by_key(|&(_, wait)| wait);
-        let unknown = waiting.iter().any(|(_, blocked)| blocked.at.is_none());
+        // When room comes for each is known, or one waits for a slot (or
+        // behind calls in line: their turn comes when they are served).
+        let unknown = blocked_all.iter().any(|(_, blocked)| blocked.at.is_none());
+        let policy = spec.policy;
+        let too_long =
+            |provider: usize, wait: Duration, cap: Duration, reasons: &[Option<String>]| {
+                NoRoom::TooLong {
+                    provider,
+                    wait,
+                    why: format!(
+                        "{}, longer than the {}s the policy waits",
+                        reasons[provider].clone().unwrap_or_default(),
+                        cap.as_secs_f64()
+                    ),
+                }
+            };
+        match (room_for, soonest) {
+            (RoomFor::First, Some((provider, wait)))
+                if !unknown && wait > policy.max_retry_after_last =>
+            {
+                return Err(too_long(
+                    provider,
+                    wait,
+                    policy.max_retry_after_last,
+                    reasons,
+                ));
+            }
+            (RoomFor::Retry { is_last: false }, _) if unknown => {
+                return Err(NoRoom::Elsewhere { provider: first });
+            }
+            (RoomFor::Retry { is_last }, Some((provider, wait))) if !unknown => {
+                let cap = if is_last {
+                    policy.max_retry_after_last
+                } else {
+                    policy.max_retry_after
+                };
+                if wait > cap {
+                    return Err(match is_last {
+                        true => too_long(provider, wait, cap, reasons),
+                        false => NoRoom::Elsewhere { provider },
+                    });
+                }
+            }
+            _ => {}
+        }
         let left = remaining(clock);
         let out_of_time = |provider: usize, reasons: &[Option<String>]| NoRoom::Deadline {
             provider,
             why: reasons[provider].clone().unwrap_or_default(),
         };
         if left == Some(Duration::ZERO) {
-            return Err(out_of_time(*first, reasons));
+            return Err(out_of_time(soonest.map_or(first, |(p, _)| p), reasons));
         }
         if let (false, Some((provider, wait)), Some(left)) = (unknown, soonest, left) {
             if wait >= left {
-                return Err(out_of_time(provider, reasons));
+                return Err(match room_for {
+                    RoomFor::Retry { is_last: false } => NoRoom::Elsewhere { provider },
+                    _ => out_of_time(provider, reasons),
+                });
             }
         }
-        // In line from the first wait on: later calls are not let past.
-        if queued.is_none() {
-            let limits: Vec<usize> = candidates
-                .iter()
-                .flat_map(|&c| spec.providers[c].limits.iter().copied())
-                .collect();
-            queued = Some(limiter.queue(&limits));
-        }
-        match (unknown, soonest) {
-            // Room comes at a known time: a sleep like any other.
-            (false, Some((_, wait))) => clock.sleep(wait).await,
-            // Room comes when a call ends (or at a known time, or the
-            // deadline, whichever is first). With neither, no time is waited
-            // for at all, only the call that frees a slot.
-            _ => {
-                let bound = [soonest.map(|(_, wait)| wait), left]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                let provider = soonest.map_or(*first, |(provider, _)| provider);
-                let timer = async {
-                    match bound {
-                        Some(bound) => clock.wait(bound).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = &mut changed => {}
-                    () = timer => {
-                        if remaining(clock) == Some(Duration::ZERO) {
-                            return Err(out_of_time(provider, reasons));
-                        }
-                    }
-                }
+        // In line from the first wait on: later calls are not let past it
+        // where it has no room; it looks again at once, in line.
+        let Some(in_line) = &queued else {
+            queued = Some(limiter.queue(clock));
+            continue;
+        };
+        let bound = [soonest.map(|(_, wait)| wait), left]
+            .into_iter()
+            .flatten()
+            .min();
+        let timer = async {
+            match bound {
+                Some(bound) => clock.wait(bound).await,
+                None => std::future::pending().await,
             }
+        };
+        // Woken when room may have been made, or at the time it comes, or
+        // at the deadline: then it looks again.
+        tokio::select! {
+            () = in_line.woken() => {}
+            () = timer => {}
         }
     }
 }
@@ -626,7 +667,9 @@ where
     // Room under the client's limits: the provider chosen further down the
     // chain (and its permit) when those before it had none, and why each
     // of them had none.
-    let mut room: Option<(usize, Option<Permit>)> = None;
+    // (And how long the call waited for it: the chosen one's first
+    // attempt's wait.)
+    let mut room: Option<(usize, Option<Permit>, Duration)> = None;
     // (Made only for a client with limits; boxed below, the wait for room
     // is no part of a call without them.)
     let mut no_room: Vec<Option<String>> = match spec.limiter {
@@ -646,40 +689,50 @@ where
         let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
         // A provider whose quota began cooling during this call (a rate
         // limit at another provider drawing on it) is passed over too.
-        if let (Some(state), Some(quota), Some(failed)) = (spec.state, slot.quota_key, &last) {
-            if let Some(cooling) = state.cooling(quota, clock.wall()) {
-                let why = Passed::Cooling(cooling).why(clock.wall());
-                pass_over(&mut attempts, on_event, index, why);
-                if next_able(index + 1).is_none() {
-                    let reason = "its quota is rate limited; no provider left to fail over to";
-                    let error = CallError::Provider(failed.clone());
-                    return Err(fail(error, attempts, reason.to_string()));
-                }
-                continue;
+        let quota_cooling = |i: usize| {
+            let state = spec.state?;
+            let quota = spec.providers[i].quota_key.filter(|_| last.is_some())?;
+            state.cooling(quota, clock.wall())
+        };
+        if let (Some(cooling), Some(failed)) = (quota_cooling(index), &last) {
+            let why = Passed::Cooling(cooling).why(clock.wall());
+            pass_over(&mut attempts, on_event, index, why);
+            if next_able(index + 1).is_none() {
+                let reason = "its quota is rate limited; no provider left to fail over to";
+                let error = CallError::Provider(failed.clone());
+                return Err(fail(error, attempts, reason.to_string()));
             }
+            continue;
         }
         // A provider at its limits is passed over for the next with room;
         // with none, the call waits for the first to have it.
         let mut permit = None;
+        let mut room_waited = Duration::ZERO;
         if let (Some(limiter), false) = (spec.limiter, resuming_here) {
             let chosen = match room.take() {
                 Some(chosen) => Some(chosen),
                 None if !slot.limits.is_empty() => {
                     let candidates: Vec<usize> = (index..count)
-                        .filter(|&i| spec.providers[i].unable.is_none() && passed[i].is_none())
+                        .filter(|&i| {
+                            spec.providers[i].unable.is_none()
+                                && passed[i].is_none()
+                                && (i == index || quota_cooling(i).is_none())
+                        })
                         .collect();
+                    let looked = clock.now();
                     let found = Box::pin(find_room(
                         spec,
                         limiter,
                         clock,
                         &candidates,
-                        true,
+                        RoomFor::First,
                         &remaining,
                         &mut no_room,
                     ))
                     .await;
+                    let waited = clock.now().saturating_sub(looked);
                     match found {
-                        Ok(chosen) => Some(chosen),
+                        Ok((chosen, held)) => Some((chosen, held, waited)),
                         Err(no) => {
                             for &i in &candidates {
                                 let why = no_room[i].take().unwrap_or_default();
@@ -692,7 +745,10 @@ where
                 None => None,
             };
             match chosen {
-                Some((chosen, held)) if chosen == index => permit = held,
+                Some((chosen, held, waited)) if chosen == index => {
+                    permit = held;
+                    room_waited = waited;
+                }
                 Some(later) => {
                     room = Some(later);
                     let why = no_room[index].take().unwrap_or_default();
@@ -743,10 +799,52 @@ where
         let mut waited = resume
             .as_ref()
             .filter(|r| r.provider == index)
-            .map_or(Duration::ZERO, |r| r.waited);
+            .map_or(room_waited, |r| r.waited);
         loop {
+            // A retry needs room too: as a wait like its `Retry-After`; with
+            // another provider left, one that has no room soon enough is
+            // left for it.
+            if let (Some(limiter), None, None, false) =
+                (spec.limiter, &permit, &resume, slot.limits.is_empty())
+            {
+                let looked = clock.now();
+                let found = Box::pin(find_room(
+                    spec,
+                    limiter,
+                    clock,
+                    &[index],
+                    RoomFor::Retry { is_last },
+                    &remaining,
+                    &mut no_room,
+                ))
+                .await;
+                waited += clock.now().saturating_sub(looked);
+                match (found, &last) {
+                    (Ok((_, held)), _) => permit = held,
+                    (Err(NoRoom::Elsewhere { .. }), Some(failed)) => {
+                        let why = no_room[index].take().unwrap_or_default();
+                        pass_over(
+                            &mut attempts,
+                            on_event,
+                            index,
+                            format!("retry skipped: {why}"),
+                        );
+                        on_event(Event::FailedOver {
+                            call_id: spec.call_id.to_string(),
+                            left: failed.clone(),
+                            to_provider: next_able(index + 1).unwrap_or(index + 1),
+                            reason: format!("no room for a retry: {why}"),
+                        });
+                        break;
+                    }
+                    (Err(no), _) => return Err(no.failure(deadline, last, attempts)),
+                }
+            }
             let left = remaining(clock);
             if left == Some(Duration::ZERO) {
+                if let Some(unsent) = permit.take() {
+                    unsent.unused();
+                }
                 let reason = "no time is left to start an attempt".to_string();
                 let error = CallError::Deadline {
                     deadline,
@@ -759,26 +857,6 @@ where
                 timeout: left.map_or(spec.attempt_timeout, |l| l.min(spec.attempt_timeout)),
                 left,
             };
-            // A retry needs room too: it waits for it here, the deadline its
-            // only bound (the policy chose this provider already).
-            if let (Some(limiter), None, None, false) =
-                (spec.limiter, &permit, &resume, slot.limits.is_empty())
-            {
-                let found = Box::pin(find_room(
-                    spec,
-                    limiter,
-                    clock,
-                    &[index],
-                    false,
-                    &remaining,
-                    &mut no_room,
-                ))
-                .await;
-                match found {
-                    Ok((_, held)) => permit = held,
-                    Err(no) => return Err(no.failure(deadline, last, attempts)),
-                }
-            }
             let sent_at = spec.state.map_or(0, |state| state.epoch());
             let (outcome, duration, started) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration, broken.started),
@@ -797,8 +875,8 @@ where
                             state.recover(quota, sent_at);
                         }
                         if let Some(headroom) = value.headroom(now) {
-                            if let Some(limiter) = spec.limiter {
-                                limiter.saw_headroom(slot.limits, now, &headroom);
+                            if let (Some(limiter), Some(own)) = (spec.limiter, slot.own_limit) {
+                                limiter.saw_headroom(&[own], now, &headroom);
                             }
                             state.saw_headroom(slot.state_key, now, headroom);
                         }
@@ -826,7 +904,7 @@ where
                         billed: Some(true),
                         started,
                     });
-                    if let (Some(permit), Some(used)) = (&permit, value.usage()) {
+                    if let (Some(permit), Some(used)) = (&permit, value.settled_usage()) {
                         if let Some(tokens) = used.total() {
                             permit.correct(tokens);
                         }
@@ -883,19 +961,21 @@ where
                     .policy
                     .hinted_cooldown(wait, format!("it asked for {}s", wait.as_secs_f64()));
                 let until = now.checked_add(cool_for).unwrap_or(now);
-                if let Some(limiter) = spec.limiter.filter(|_| !wait.is_zero()) {
-                    limiter.close(slot.limits, until, "rate limited");
+                if let (Some(limiter), Some(own), false) =
+                    (spec.limiter, slot.own_limit, wait.is_zero())
+                {
+                    limiter.close(&[own], until, "rate limited");
                 }
                 if let (Some(state), Some(quota), false) =
                     (spec.state, slot.quota_key, wait.is_zero())
                 {
                     let cause = Cause {
-                        reason: format!("its {quota} was rate limited ({why})"),
+                        reason: why,
                         kind: Some(failure.kind),
                         status: failure.status,
                         retry_after: hinted,
                     };
-                    state.cool(quota, now, until, &cause);
+                    state.cool(quota, now, until, &quota_cause(quota, &cause));
                 }
             }
             let left = |failure| ProviderFailure {
@@ -994,11 +1074,7 @@ where
                     // A rate limit is the quota's: every provider drawing on
                     // it cools with this one; an overload stays with it.
                     if let (ErrorKind::RateLimited, Some(quota)) = (failure.kind, slot.quota_key) {
-                        let cause = Cause {
-                            reason: format!("its {quota} was rate limited ({})", cause.reason),
-                            ..cause.clone()
-                        };
-                        state.cool(quota, now, until, &cause);
+                        state.cool(quota, now, until, &quota_cause(quota, &cause));
                     }
                     state.cool(slot.state_key, now, until, &cause);
                 }
@@ -1068,6 +1144,7 @@ mod tests {
                 state_key: "",
                 unable: None,
                 limits: &[],
+                own_limit: None,
                 tokens: 0,
                 quota_key: None,
             })
@@ -1795,6 +1872,7 @@ mod tests {
                     state_key: k,
                     unable: None,
                     limits: &[],
+                    own_limit: None,
                     tokens: 0,
                     quota_key: None,
                 })
@@ -2103,6 +2181,7 @@ mod tests {
                 state_key: k,
                 unable: None,
                 limits: &[],
+                own_limit: None,
                 tokens: 0,
                 quota_key: None,
             })

@@ -3,7 +3,10 @@
 //! [`Limiter`] holds one [`Bucket`] per limit a client was given (a
 //! provider's, a pool's, a quota's); a call's attempt takes a [`Permit`]
 //! from every bucket its provider draws on, or learns when it could
-//! ([`Blocked`]). Waiting calls are served in arrival order ([`Queued`]).
+//! ([`Blocked`]). Waiting calls are served in arrival order ([`Queued`]):
+//! a waiting call is in line on each bucket that has no room for it, and
+//! only the first in a line is woken when that bucket may have room, so a
+//! thousand waiters cost one wake-up per slot freed, not a thousand.
 //! Time is the wall time of the call's clock, as for cooldowns.
 
 use std::collections::VecDeque;
@@ -12,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
+use super::clock::{Clock, ManualClock, TimeHold};
 use super::hints::Headroom;
 
 /// The rolling window of `rpm` and `tpm`.
@@ -64,8 +68,9 @@ struct Bucket {
     /// What the provider's headers last said is left, until their resets.
     requests_left: Option<(u64, SystemTime)>,
     tokens_left: Option<(u64, SystemTime)>,
-    /// The tickets of the calls waiting on this bucket, in arrival order.
-    queue: VecDeque<u64>,
+    /// The calls waiting for room on this bucket, in arrival order: each
+    /// one's ticket and how to wake it.
+    queue: VecDeque<(u64, Arc<Waker>)>,
 }
 
 impl Bucket {
@@ -93,8 +98,40 @@ impl Bucket {
     }
 
     /// Why a request of `need` tokens cannot start at `now` (pruned), for a
-    /// call holding `ticket` (`None`: one that has not waited).
+    /// call holding `ticket` (`None`: one that has not waited): the calls
+    /// in line before it, else the bucket's own room.
     fn blocked(&self, now: SystemTime, need: u64, ticket: Option<u64>) -> Option<Blocked> {
+        let ahead = match ticket {
+            None => self.queue.len(),
+            Some(mine) => self.queue.iter().take_while(|(t, _)| *t < mine).count(),
+        };
+        if ahead > 0 {
+            return Some(Blocked {
+                why: format!("calls waiting for its capacity go first ({ahead} waiting)"),
+                at: None,
+            });
+        }
+        self.lacks_room(now, need)
+    }
+
+    /// Whose limit a shared bucket is, in words ("pool gpt's", "quota
+    /// org-a's": the names `failover._limits.ClientLimits` gives them);
+    /// `None` for a provider's own.
+    fn whose(&self) -> Option<&str> {
+        let shared = ["pool ", "quota "]
+            .iter()
+            .any(|kind| self.name.starts_with(kind));
+        shared.then_some(self.name.as_str())
+    }
+
+    /// A shared bucket's owner before the name of its limit.
+    fn of(&self) -> String {
+        self.whose()
+            .map_or_else(String::new, |name| format!("{name}'s "))
+    }
+
+    /// Why the bucket itself has no room for `need` tokens at `now`.
+    fn lacks_room(&self, now: SystemTime, need: u64) -> Option<Blocked> {
         let after = |at: SystemTime| at.duration_since(now).unwrap_or_default().as_secs_f64();
         if let Some((until, why)) = &self.closed_until {
             return Some(Blocked {
@@ -102,21 +139,14 @@ impl Bucket {
                 at: Some(*until),
             });
         }
-        let ahead = self
-            .queue
-            .iter()
-            .filter(|&&t| ticket.is_none_or(|mine| t < mine))
-            .count();
-        if ahead > 0 {
-            return Some(Blocked {
-                why: format!("{ahead} call(s) wait for its capacity before this one"),
-                at: None,
-            });
-        }
         if let Some(most) = self.limit.concurrency {
             if self.in_flight >= most {
                 return Some(Blocked {
-                    why: format!("at its concurrency limit ({most} in flight)"),
+                    why: format!(
+                        "at {} concurrency limit ({most} in flight)",
+                        self.whose()
+                            .map_or("its".to_string(), |name| format!("{name}'s"))
+                    ),
                     at: None,
                 });
             }
@@ -136,7 +166,7 @@ impl Bucket {
                 let nth = self.starts.len() + 1 - rpm as usize;
                 let at = self.starts[nth - 1].1 + WINDOW;
                 return Some(Blocked {
-                    why: format!("rpm limit: capacity in {:.1}s", after(at)),
+                    why: format!("{}rpm limit: capacity in {:.1}s", self.of(), after(at)),
                     at: Some(at),
                 });
             }
@@ -169,7 +199,8 @@ impl Bucket {
                 }
                 return Some(Blocked {
                     why: format!(
-                        "tpm limit ({used} of {tpm} used, {need} needed): capacity in {:.1}s",
+                        "{}tpm limit ({used} of {tpm} used, {need} needed): capacity in {:.1}s",
+                        self.of(),
                         after(at)
                     ),
                     at: Some(at),
@@ -177,6 +208,35 @@ impl Bucket {
             }
         }
         None
+    }
+}
+
+impl Bucket {
+    /// Puts `ticket` in line, in arrival order, unless it is there.
+    fn join(&mut self, ticket: u64, wake: &Arc<Waker>) {
+        let at = self.queue.partition_point(|(t, _)| *t < ticket);
+        if self.queue.get(at).is_none_or(|(t, _)| *t != ticket) {
+            self.queue.insert(at, (ticket, Arc::clone(wake)));
+        }
+    }
+
+    /// Takes `ticket` out of line; the new first is woken when it was first.
+    fn leave(&mut self, ticket: u64) {
+        let Some(at) = self.queue.iter().position(|(t, _)| *t == ticket) else {
+            return;
+        };
+        self.queue.remove(at);
+        if at == 0 {
+            self.wake_first();
+        }
+    }
+
+    /// Room may have been made: the first in line looks (it is the only one
+    /// that could take it; the others wait behind it).
+    fn wake_first(&self) {
+        if let Some((_, wake)) = self.queue.front() {
+            wake.wake();
+        }
     }
 }
 
@@ -191,9 +251,6 @@ struct Buckets {
 #[derive(Debug, Default)]
 pub struct Limiter {
     state: Mutex<Buckets>,
-    /// Told whenever room may have been made (a slot freed, a waiter served
-    /// or gone, a charge corrected).
-    changed: Notify,
 }
 
 impl Limiter {
@@ -219,7 +276,6 @@ impl Limiter {
                 buckets,
                 next_id: 1,
             }),
-            changed: Notify::new(),
         })
     }
 
@@ -227,31 +283,34 @@ impl Limiter {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The name of bucket `index`.
-    pub fn name(&self, index: usize) -> String {
-        self.lock().buckets[index].name.clone()
-    }
-
     /// A permit for one request of about `tokens` tokens on every bucket of
-    /// `limits`, at `now`, for a call holding `ticket`; or why not, from
-    /// the bucket that will take longest to have room.
+    /// `limits`, at `now`; or why not, from the bucket that will take
+    /// longest to have room. A waiting call (`queued`) is then in line on
+    /// each of these buckets that has no room for it (or calls before it),
+    /// and out of line on the others; served, it leaves every line of them.
     pub fn take(
         self: &Arc<Self>,
         limits: &[usize],
         now: SystemTime,
         tokens: u64,
-        ticket: Option<&Queued>,
+        queued: Option<&Queued>,
     ) -> Result<Permit, Blocked> {
-        let ticket = ticket.map(|q| q.ticket);
+        let ticket = queued.map(|q| q.ticket);
         let mut state = self.lock();
         let mut worst: Option<Blocked> = None;
         for &index in limits {
             let bucket = &mut state.buckets[index];
             bucket.prune(now);
-            if let Some(blocked) = bucket.blocked(now, tokens, ticket) {
+            let blocked = bucket.blocked(now, tokens, ticket);
+            if let Some(queued) = queued {
+                match blocked {
+                    Some(_) => bucket.join(queued.ticket, &queued.wake),
+                    None => bucket.leave(queued.ticket),
+                }
+            }
+            if let Some(blocked) = blocked {
                 let worse = match (&worst, blocked.at) {
-                    (None, _) => true,
-                    (Some(_), None) => true,
+                    (None, _) | (Some(_), None) => true,
                     (Some(w), Some(at)) => w.at.is_some_and(|w| at > w),
                 };
                 if worse {
@@ -292,29 +351,33 @@ impl Limiter {
         })
     }
 
-    /// A place in the queue of every bucket of `limits`, behind every call
-    /// already waiting there; given up when dropped.
-    pub fn queue(self: &Arc<Self>, limits: &[usize]) -> Queued {
+    /// A ticket for a call about to wait for room, on `clock`: in no line
+    /// until `take` finds no room for it; out of every line when dropped.
+    pub fn queue(self: &Arc<Self>, clock: &dyn Clock) -> Queued {
         let mut state = self.lock();
         let ticket = state.next_id;
         state.next_id += 1;
-        let mut limits = limits.to_vec();
-        limits.sort_unstable();
-        limits.dedup();
-        for &index in &limits {
-            state.buckets[index].queue.push_back(ticket);
-        }
+        let wake = Waker {
+            notify: Notify::new(),
+            virtual_time: clock.virtual_time(),
+            held: Mutex::new(None),
+        };
         Queued {
             limiter: Arc::clone(self),
-            limits,
             ticket,
+            wake: Arc::new(wake),
         }
     }
 
-    /// A future that resolves when room may have been made: made before
-    /// looking, so nothing in between is missed.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.changed.notified()
+    /// Takes `queued` out of line on every bucket but those of `keep`: the
+    /// providers it no longer waits for.
+    pub fn keep_in_line(&self, queued: &Queued, keep: &[usize]) {
+        let mut state = self.lock();
+        for (index, bucket) in state.buckets.iter_mut().enumerate() {
+            if !keep.contains(&index) {
+                bucket.leave(queued.ticket);
+            }
+        }
     }
 
     /// A rate limit the provider said it hit with a wait: nothing starts on
@@ -349,7 +412,7 @@ impl Limiter {
         }
     }
 
-    /// Calls in flight on bucket `index` (for tests and `health()`).
+    /// Calls in flight on bucket `index`.
     pub fn in_flight(&self, index: usize) -> u32 {
         self.lock().buckets[index].in_flight
     }
@@ -375,22 +438,21 @@ impl Permit {
             let bucket = &mut state.buckets[index];
             if let Some(entry) = bucket.tokens.iter_mut().find(|e| e.0 == self.charge) {
                 entry.2 = tokens;
+                bucket.wake_first();
             }
         }
-        drop(state);
-        self.limiter.changed.notify_waiters();
     }
-}
 
-impl Permit {
-    /// The request was never sent (the call went elsewhere after all): its
-    /// start and tokens leave the window, its slot is given back.
+    /// The request was never sent (the call went elsewhere after all, or
+    /// ran out of time first): its start and tokens leave the window, its
+    /// slot is given back.
     pub fn unused(self) {
         let mut state = self.limiter.lock();
         for &index in &self.limits {
             let bucket = &mut state.buckets[index];
             bucket.starts.retain(|e| e.0 != self.charge);
             bucket.tokens.retain(|e| e.0 != self.charge);
+            bucket.wake_first();
         }
         // (Given back before `self` drops and gives its slot back.)
         drop(state);
@@ -407,31 +469,72 @@ impl Drop for Permit {
             let bucket = &mut state.buckets[index];
             if bucket.limit.concurrency.is_some() {
                 bucket.in_flight = bucket.in_flight.saturating_sub(1);
+                bucket.wake_first();
             }
         }
-        drop(state);
-        self.limiter.changed.notify_waiters();
     }
 }
 
-/// A waiting call's place in line on its buckets: calls that came later
-/// are not let past it; dropped (served, failed, cancelled), it gives the
-/// place up.
+/// How a waiting call is woken: told, and, on a virtual clock, its time kept
+/// still until it has looked (else the waker's end could let the time jump
+/// to the waiter's deadline first).
+#[derive(Debug)]
+struct Waker {
+    notify: Notify,
+    virtual_time: Option<ManualClock>,
+    held: Mutex<Option<TimeHold>>,
+}
+
+impl Waker {
+    fn wake(&self) {
+        if let Some(clock) = &self.virtual_time {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if held.is_none() {
+                *held = Some(clock.hold());
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// It has looked: the time may move again.
+    fn looked(&self) {
+        let hold = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(hold);
+    }
+}
+
+/// A waiting call's place in line on the buckets that had no room for it:
+/// calls that came later are not let past it there; dropped (served,
+/// failed, cancelled), it gives every place up.
 #[derive(Debug)]
 pub struct Queued {
     limiter: Arc<Limiter>,
-    limits: Vec<usize>,
     ticket: u64,
+    /// Told when it is first in a line whose bucket may have room.
+    wake: Arc<Waker>,
+}
+
+impl Queued {
+    /// Resolves when room may have been made for it (at once when that
+    /// happened since it last looked).
+    pub fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notify.notified()
+    }
+
+    /// It has looked for room since it was last woken.
+    pub fn looked(&self) {
+        self.wake.looked();
+    }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
         let mut state = self.limiter.lock();
-        for &index in &self.limits {
-            state.buckets[index].queue.retain(|&t| t != self.ticket);
+        for bucket in &mut state.buckets {
+            bucket.leave(self.ticket);
         }
         drop(state);
-        self.limiter.changed.notify_waiters();
+        self.wake.looked();
     }
 }
 
@@ -442,6 +545,8 @@ mod tests {
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs)
     }
+
+    use crate::engine::clock::TokioClock;
 
     fn limiter(limit: Limit) -> Arc<Limiter> {
         Limiter::new(vec![("p".into(), limit)])
@@ -501,38 +606,84 @@ mod tests {
     }
 
     #[test]
-    fn waiting_calls_are_served_in_arrival_order() {
+    fn waiting_calls_are_served_in_arrival_order_and_only_the_first_is_woken() {
+        let clock = TokioClock::new();
         let l = limiter(Limit {
             concurrency: Some(1),
             ..Limit::default()
         });
         let held = l.take(&[0], at(0), 0, None).unwrap();
-        let first = l.queue(&[0]);
-        let second = l.queue(&[0]);
+        let first = l.queue(&clock);
+        let second = l.queue(&clock);
+        // Each finds no room and gets in line, in the order of its ticket.
+        assert!(l.take(&[0], at(0), 0, Some(&second)).is_err());
+        assert!(l.take(&[0], at(0), 0, Some(&first)).is_err());
         drop(held);
         // A newcomer and the second in line wait behind the first.
-        assert!(l.take(&[0], at(0), 0, None).is_err());
+        let blocked = l.take(&[0], at(0), 0, None).unwrap_err();
+        assert_eq!(
+            blocked.why,
+            "calls waiting for its capacity go first (2 waiting)"
+        );
         let blocked = l.take(&[0], at(0), 0, Some(&second)).unwrap_err();
         assert_eq!(
             blocked.why,
-            "1 call(s) wait for its capacity before this one"
+            "calls waiting for its capacity go first (1 waiting)"
         );
+        // Only the first was woken by the freed slot.
+        assert!(futures_util::FutureExt::now_or_never(first.woken()).is_some());
+        assert!(futures_util::FutureExt::now_or_never(second.woken()).is_none());
         let served = l.take(&[0], at(0), 0, Some(&first)).unwrap();
-        drop(first);
+        // Served, the first left the line: the second is first now, and is
+        // woken when the slot is given back.
         drop(served);
-        // The first gone, the second is next.
+        assert!(futures_util::FutureExt::now_or_never(second.woken()).is_some());
         assert!(l.take(&[0], at(0), 0, Some(&second)).is_ok());
     }
 
     #[test]
     fn a_cancelled_waiter_gives_up_its_place() {
+        let clock = TokioClock::new();
         let l = limiter(Limit {
             concurrency: Some(1),
             ..Limit::default()
         });
-        let waiter = l.queue(&[0]);
+        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let waiter = l.queue(&clock);
+        assert!(l.take(&[0], at(0), 0, Some(&waiter)).is_err());
+        drop(held);
         assert!(l.take(&[0], at(0), 0, None).is_err());
         drop(waiter);
+        assert!(l.take(&[0], at(0), 0, None).is_ok());
+    }
+
+    #[test]
+    fn a_waiter_is_in_line_only_where_it_has_no_room() {
+        let clock = TokioClock::new();
+        let l = Limiter::new(vec![
+            (
+                "chat".into(),
+                Limit {
+                    concurrency: Some(1),
+                    ..Limit::default()
+                },
+            ),
+            (
+                "quota".into(),
+                Limit {
+                    concurrency: Some(10),
+                    ..Limit::default()
+                },
+            ),
+        ]);
+        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let waiter = l.queue(&clock);
+        assert!(l.take(&[0, 1], at(0), 0, Some(&waiter)).is_err());
+        // The quota has room: a call needing only it is not held back.
+        assert!(l.take(&[1], at(0), 0, None).is_ok());
+        // Out of line where it no longer waits.
+        l.keep_in_line(&waiter, &[]);
+        drop(held);
         assert!(l.take(&[0], at(0), 0, None).is_ok());
     }
 

@@ -37,6 +37,8 @@ struct Setup {
     limiter: Arc<Limiter>,
     keys: Vec<String>,
     draws: Vec<Vec<usize>>,
+    /// Each provider's own bucket (default: the first it draws on).
+    own: Vec<Option<usize>>,
     quotas: Vec<Option<String>>,
     deadline: Option<Duration>,
 }
@@ -72,6 +74,7 @@ impl Setup {
             limiter: Limiter::new(named),
             keys: (0..draws.len()).map(|i| format!("p{i}")).collect(),
             quotas: vec![None; draws.len()],
+            own: draws.iter().map(|d| d.first().copied()).collect(),
             draws,
             deadline: None,
         }
@@ -84,6 +87,7 @@ impl Setup {
                 state_key: &self.keys[i],
                 unable: None,
                 limits: &self.draws[i],
+                own_limit: self.own[i],
                 tokens: 10,
                 quota_key: self.quotas[i].as_deref(),
             })
@@ -169,16 +173,17 @@ fn with_no_room_anywhere_the_call_waits_for_the_first_to_have_it() {
     setup.clock.advance(secs(5.0));
     setup.spend_rpm(1, 1);
     setup.clock.advance(secs(52.0));
-    // p0 has room in 3 s, p1 in 8 s: the call sleeps 3 s and goes to p0.
+    // p0 has room in 3 s, p1 in 8 s: the call waits 3 s and goes to p0.
     let run = setup.call(vec![Ok("a")]);
     assert_eq!(run.called, [0]);
-    assert_eq!(setup.clock.sleeps(), [secs(3.0)]);
     assert!(run.skipped().is_empty());
+    assert_eq!(run.result.unwrap().attempts[0].waited, secs(3.0));
     // Next, p0's window is full again (for 60 s) and p1 has room in 5 s:
     // the call passes p0 over and waits for p1.
     let run = setup.call(vec![Ok("b")]);
     assert_eq!(run.called, [1]);
-    assert_eq!(setup.clock.sleeps()[1], secs(5.0));
+    let attempts = &run.result.as_ref().unwrap().attempts;
+    assert_eq!(attempts.last().unwrap().waited, secs(5.0));
     assert_eq!(run.skipped().len(), 1);
     // (What was left of p0's wait when p1 had room.)
     assert_eq!(run.skipped()[0], (0, "rpm limit: capacity in 55.0s".into()));
@@ -216,8 +221,9 @@ fn room_later_than_the_policy_waits_on_the_last_provider_ends_the_call() {
     // 10 tokens charged now; the window frees in 60 s; the last provider's
     // cap is 60 s: waited. At 61 s it would not be.
     drop(setup.limiter.take(&[0], setup.now(), 10, None).unwrap());
-    assert_eq!(setup.call(vec![Ok("a")]).called, [0]);
-    assert_eq!(setup.clock.sleeps(), [secs(60.0)]);
+    let run = setup.call(vec![Ok("a")]);
+    assert_eq!(run.called, [0]);
+    assert_eq!(run.result.unwrap().attempts[0].waited, secs(60.0));
     setup
         .limiter
         .close(&[0], setup.now() + secs(61.0), "rate limited");
@@ -247,14 +253,80 @@ fn a_hinted_429_closes_the_providers_limits_until_the_hint_runs_out() {
 }
 
 #[test]
-fn a_retry_waits_for_room_on_its_provider() {
+fn a_retry_on_the_last_provider_waits_for_room_as_for_a_retry_after() {
     let setup = Setup::new(vec![rpm(1)], vec![vec![0]]);
     // The first attempt takes the only request of the minute; its 429 asks
-    // for 2 s; the retry then waits for the window (58 s more), the
-    // deadline its only bound.
+    // for 2 s; the retry then waits for the window, 58 s more (within the
+    // 60 s the policy waits on the last provider), in the attempt's wait.
     let run = setup.call(vec![rate_limited("2"), Ok("a")]);
     assert_eq!(run.called, [0, 0]);
+    // (A `ManualClock` lists its waits among its sleeps.)
     assert_eq!(setup.clock.sleeps(), [secs(2.0), secs(58.0)]);
+    let attempts = run.result.unwrap().attempts;
+    assert_eq!(attempts[1].waited, secs(60.0));
+}
+
+#[test]
+fn a_retry_without_room_soon_enough_fails_over_when_it_can() {
+    // p0's window has room in 58 s after its 429's 2 s: longer than the
+    // 10 s the policy waits with another provider left.
+    let setup = Setup::new(vec![rpm(1)], vec![vec![0], vec![]]);
+    let run = setup.call(vec![rate_limited("2"), Ok("p1")]);
+    assert_eq!(
+        (run.called.clone(), setup.clock.sleeps()),
+        (vec![0, 1], vec![secs(2.0)])
+    );
+    assert!(run.skipped()[0].1.starts_with("retry skipped: rpm limit"));
+}
+
+#[test]
+fn a_429_at_one_pool_member_does_not_close_the_other_members() {
+    // b0: the pool's limit, drawn on by p0 and p1; neither has its own.
+    let mut setup = Setup::new(vec![rpm(100)], vec![vec![0], vec![0], vec![]]);
+    setup.own = vec![None, None, None];
+    let run = setup.call(vec![rate_limited("30"), Ok("p1")]);
+    assert_eq!(run.called, [0, 1], "skipped: {:?}", run.skipped());
+}
+
+#[test]
+fn a_provider_whose_quota_cooled_during_the_call_is_no_candidate_for_room() {
+    // p0 and p2 share quota q; p1 is at its concurrency limit; p3 has none.
+    let mut setup = Setup::new(
+        vec![concurrency(1), rpm(100)],
+        vec![vec![], vec![0], vec![1], vec![]],
+    );
+    setup.quotas = vec![Some("quota q".into()), None, Some("quota q".into()), None];
+    let _held = setup.limiter.take(&[0], setup.now(), 0, None).unwrap();
+    let run = setup.call(vec![rate_limited("30"), Ok("p3")]);
+    assert_eq!(run.called, [0, 3], "{:?}", run.skipped());
+    // p2 was never charged: its window is empty.
+    for _ in 0..100 {
+        drop(setup.limiter.take(&[1], setup.now(), 0, None).unwrap());
+    }
+}
+
+#[test]
+fn with_every_provider_far_off_the_call_waits_for_the_soonest_within_the_last_cap() {
+    let setup = Setup::new(vec![rpm(1), rpm(100)], vec![vec![0], vec![1]]);
+    setup.spend_rpm(0, 1);
+    setup.clock.advance(secs(20.0));
+    // p0 has room in 40 s, p1 is closed for 70 s: 40 s is within the 60 s
+    // the policy waits on the last provider, so the call waits for p0.
+    setup
+        .limiter
+        .close(&[1], setup.now() + secs(70.0), "rate limited");
+    let run = setup.call(vec![Ok("p0")]);
+    assert_eq!(run.called, [0]);
+    assert_eq!(run.result.unwrap().attempts[0].waited, secs(40.0));
+}
+
+#[test]
+fn a_charge_taken_for_a_call_out_of_time_is_given_back() {
+    let mut setup = Setup::new(vec![rpm(1)], vec![vec![0]]);
+    setup.deadline = Some(Duration::ZERO);
+    let run = setup.call(vec![]);
+    assert!(run.called.is_empty());
+    assert!(setup.limiter.take(&[0], setup.now(), 0, None).is_ok());
 }
 
 #[test]

@@ -17,6 +17,10 @@ pub struct Messages;
 const NO_EMBEDDINGS: &str = "Anthropic has no embeddings API";
 
 impl WireFormat for Messages {
+    fn max_tokens_sent(&self, provider: &ProviderConfig, request: &ChatRequest) -> Option<u64> {
+        Some(max_tokens_sent(provider.params.as_ref(), request))
+    }
+
     fn error_usage(&self, json: &Value) -> Option<Usage> {
         json.get("usage")
             .filter(|u| u.is_object())
@@ -94,6 +98,16 @@ impl WireFormat for Messages {
 
 /// Anthropic requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The `max_tokens` a request is sent with: the caller's, else the usual
+/// room plus any thinking budget (Anthropic takes no `max_tokens` at or
+/// below the budget).
+fn max_tokens_sent(params: Option<&Value>, request: &ChatRequest) -> u64 {
+    let budget = thinking_budget(params, request).unwrap_or(0);
+    request
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget))
+}
 pub const API_VERSION: &str = "2023-06-01";
 
 /// `params`: the provider's, where thinking may be turned on (see [`thinking`]).
@@ -182,16 +196,11 @@ fn build(model: &str, request: &ChatRequest, params: Option<&Value>) -> Parts {
     // Anthropic takes no `max_tokens` at or below a thinking budget: when
     // the caller names none, the budget comes on top of the usual room (one
     // named at or below it skips Anthropic, see [`unable`]).
-    let budget = thinking_budget(params, request).unwrap_or(0);
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));
     body.insert(
         "max_tokens".into(),
-        Value::from(
-            request
-                .max_tokens
-                .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget)),
-        ),
+        Value::from(max_tokens_sent(params, request)),
     );
     // Whitespace-only system text is refused there, as any text block is.
     system.retain(|s| !s.trim().is_empty());

@@ -35,6 +35,14 @@ impl crate::engine::Answer for Reply {
         usage.is_known().then(|| usage.clone())
     }
 
+    fn settled_usage(&self) -> Option<crate::stream::Usage> {
+        match self {
+            // Known at its end (the stream driver corrects the charge then).
+            Self::Stream(_) => None,
+            _ => self.usage(),
+        }
+    }
+
     fn exhausted_for(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
         crate::engine::hints::exhausted_reset(self.headers(), now)
     }

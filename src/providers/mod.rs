@@ -28,15 +28,15 @@ pub use answer::{name_failure, parse_embed_response, parse_response};
 pub use exchange::{exchange, Reply};
 pub use request::{
     authorize, build, build_embed_request, build_request, build_stream_request, dropped_hints,
-    endpoint_url, key_header_for, key_header_given, key_header_name, unable, unable_for,
-    unable_to_embed,
+    endpoint_url, estimated_tokens, key_header_for, key_header_given, key_header_name, unable,
+    unable_for, unable_to_embed,
 };
 pub use secrets::{
     add_secrets, is_credential_header, redact, redacted_body, secret_values, url_secrets,
 };
 pub use types::{
-    estimated_tokens, job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job,
-    ProviderConfig, Usage, Wire,
+    job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job, ProviderConfig, Usage,
+    Wire,
 };
 pub use wire_format::WireFormat;
 pub use wires::format;

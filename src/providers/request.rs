@@ -266,6 +266,36 @@ pub fn endpoint_url(base_url: &str, path: &str) -> String {
     url
 }
 
+/// About how many tokens one request of `job` to `provider` uses, as a
+/// `tpm` limit charges it before the answer tells: its text's characters
+/// over four, plus the most it asks the model to write (`max_tokens` as
+/// the wire sends it). Images and tool schemas are not counted; the
+/// answer's usage corrects it.
+pub fn estimated_tokens(provider: &ProviderConfig, job: &Job) -> u64 {
+    let chars = |text: &str| text.chars().count() as u64;
+    match job {
+        Job::Chat(request) | Job::Stream(request) => {
+            let mut input = request.system.as_deref().map_or(0, chars);
+            for message in &request.messages {
+                for part in &message.parts {
+                    if let crate::conversation::Part::Text(text) = part {
+                        input += chars(text);
+                    }
+                }
+                for call in &message.tool_calls {
+                    input += chars(&call.arguments_json);
+                }
+            }
+            let output = format(provider.wire).max_tokens_sent(provider, request);
+            input.div_ceil(4) + output.unwrap_or(0)
+        }
+        Job::Embed(request) => {
+            let input: u64 = request.inputs.iter().map(|text| chars(text)).sum();
+            input.div_ceil(4)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{messages, provider, sent};

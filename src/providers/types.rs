@@ -198,31 +198,3 @@ pub(super) fn embedding_model<'a>(
         .or(provider.embedding_model.as_deref())
         .unwrap_or(&provider.model)
 }
-
-/// About how many tokens one request of `job` uses, as a `tpm` limit
-/// charges it before the answer tells: its text's characters over four,
-/// plus the most it may answer (`max_tokens`). Images and tool schemas are
-/// not counted; the answer's usage corrects it.
-pub fn estimated_tokens(job: &Job) -> u64 {
-    let chars = |text: &str| text.chars().count() as u64;
-    match job {
-        Job::Chat(request) | Job::Stream(request) => {
-            let mut input = request.system.as_deref().map_or(0, chars);
-            for message in &request.messages {
-                for part in &message.parts {
-                    if let crate::conversation::Part::Text(text) = part {
-                        input += chars(text);
-                    }
-                }
-                for call in &message.tool_calls {
-                    input += chars(&call.arguments_json);
-                }
-            }
-            input.div_ceil(4) + request.max_tokens.unwrap_or(0)
-        }
-        Job::Embed(request) => {
-            let input: u64 = request.inputs.iter().map(|text| chars(text)).sum();
-            input.div_ceil(4)
-        }
-    }
-}

@@ -46,6 +46,13 @@ pub trait WireFormat: Sync {
     /// Why the wire has no embeddings API, if it has none: every
     /// embeddings call skips it, so `build_embed` and `parse_embed` are
     /// never asked.
+    /// The most a chat request asks the model to write, as sent (a wire
+    /// that always sends one fills in its default): what a `tpm` limit
+    /// charges for the answer before it is known.
+    fn max_tokens_sent(&self, _provider: &ProviderConfig, request: &ChatRequest) -> Option<u64> {
+        request.max_tokens
+    }
+
     fn no_embeddings(&self) -> Option<&'static str> {
         None
     }

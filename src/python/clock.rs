@@ -312,6 +312,13 @@ impl Clock for CallClock {
         }
     }
 
+    fn virtual_time(&self) -> Option<ManualClock> {
+        match self {
+            Self::Virtual(c) => c.virtual_time(),
+            _ => None,
+        }
+    }
+
     fn wait(&self, bound: Duration) -> SleepFuture {
         match self {
             Self::Real(c) => c.wait(bound),

@@ -101,6 +101,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for ProviderSpec {
         let limits = crate::call::ProviderLimits {
             chat: field(spec, "limits")?,
             embed: field(spec, "embedding_limits")?,
+            own_chat: field(spec, "own_limit")?,
+            own_embed: field(spec, "own_embedding_limit")?,
             quota: field(spec, "quota")?,
         };
         Ok(Self {
