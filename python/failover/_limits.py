@@ -111,7 +111,12 @@ class ClientLimits:
     """A client's limits as the core takes them: ``buckets`` (name,
     concurrency, rpm, tpm) and, per provider, the indexes of those it draws
     on for chat calls and streams (``chat``), for embeddings (``embed``),
-    and its quota's name."""
+    and its quota's name.
+
+    A bucket's name is what it is shared as with ``state=RedisState(...)``:
+    a provider's is its name and model (``"gpt|gpt-4.1-mini"``,
+    ``"gpt:embeddings|text-embedding-3-small"``), as its cooldowns are; a
+    pool's ``"pool NAME"``, a quota's ``"quota NAME"``."""
 
     __slots__ = ("buckets", "chat", "embed", "quota")
 
@@ -134,9 +139,12 @@ class ClientLimits:
 
         for name, provider in providers.items():
             if provider._limit is not None:
-                self.chat[name].append(bucket(name, provider._limit))
+                self.chat[name].append(bucket(f"{name}|{provider.model}", provider._limit))
             if provider._embedding_limit is not None:
-                self.embed[name].append(bucket(f"{name}:embeddings", provider._embedding_limit))
+                model = provider.embedding_model or provider.model
+                self.embed[name].append(
+                    bucket(f"{name}:embeddings|{model}", provider._embedding_limit)
+                )
         # A pool's and a quota's limits bound every call kind of their members.
         for pool in pools.values():
             if pool.limit is not None:

@@ -437,7 +437,13 @@ async fn find_room(
             if slot.limits.is_empty() {
                 return Ok((candidate, None));
             }
-            let blocked = match limiter.take(slot.limits, now, slot.tokens, queued.as_ref()) {
+            // A fleet's answer is waited for as a retry's budget is: never
+            // with more than the call can spare.
+            let within = super::state::spare(remaining(clock));
+            let taken = limiter
+                .take(slot.limits, now, slot.tokens, queued.as_ref(), within)
+                .await;
+            let blocked = match taken {
                 Ok(permit) => return Ok((candidate, Some(permit))),
                 Err(blocked) => blocked,
             };
@@ -500,12 +506,14 @@ async fn find_room(
             // Room comes at a known time: a sleep like any other.
             (false, Some((_, wait))) => clock.sleep(wait).await,
             // Room comes when a call ends (or at a known time, or the
-            // deadline, whichever is first).
+            // deadline, whichever is first); a call of another process
+            // ends unheard, so with a fleet the call asks again shortly.
             _ => {
                 let bound = [
                     soonest.map(|(_, wait)| wait),
                     left,
                     Some(super::hints::MAX_WAIT),
+                    limiter.recheck(),
                 ]
                 .into_iter()
                 .flatten()

@@ -5,8 +5,20 @@
 //! from every bucket its provider draws on, or learns when it could
 //! ([`Blocked`]). Waiting calls are served in arrival order ([`Queued`]).
 //! Time is the wall time of the call's clock, as for cooldowns.
+//!
+//! With a fleet-wide store ([`FleetLimits`], Redis), the buckets are the
+//! fleet's: a take that this process's own buckets allow is then asked of
+//! the fleet (every bucket at once, all or nothing), and undone here if
+//! the fleet has no room. This process's buckets stay the first check (a
+//! take they refuse costs no round trip), the fallback while the fleet
+//! cannot be asked, and the place of the queue: calls wait in arrival
+//! order within their process only. A process's own releases wake its
+//! waiters; another process's are seen by asking again
+//! ([`Limiter::recheck`]).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +28,42 @@ use super::hints::Headroom;
 
 /// The rolling window of `rpm` and `tpm`.
 pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// How long a call waiting for a slot that another process holds waits
+/// before it asks the fleet again (its own process's releases wake it at
+/// once). Through the call's clock, unrecorded ([`super::Clock::wait`]).
+pub const FLEET_RECHECK: Duration = Duration::from_millis(100);
+
+/// A future a fleet-wide store answers with.
+pub type FleetAnswer<'a> = Pin<Box<dyn Future<Output = Option<Result<u64, Blocked>>> + Send + 'a>>;
+
+/// The client's limits shared with other processes (Redis, in
+/// `crate::fleet`): the limiter asks it once per take, after its own
+/// buckets said yes.
+pub trait FleetLimits: Send + Sync + std::fmt::Debug {
+    /// One request of about `tokens` tokens on every bucket of `buckets`
+    /// (the fleet's name of each, and its limit), at `now` (the call's wall
+    /// clock), all or nothing, waiting at most `within` for the answer.
+    /// `Some(Ok(charge))`: taken, and `charge` names it to
+    /// [`FleetLimits::correct`], [`FleetLimits::unused`] and
+    /// [`FleetLimits::release`]. `Some(Err(..))`: a bucket of the fleet has
+    /// no room. `None`: the fleet could not be asked (away, slow, or no time
+    /// to spare): this process's buckets decide alone.
+    fn take(
+        &self,
+        buckets: Vec<(String, Limit)>,
+        now: SystemTime,
+        tokens: u64,
+        within: Option<Duration>,
+    ) -> FleetAnswer<'_>;
+    /// The request's tokens are now known to be `tokens` (as
+    /// [`Permit::correct`]).
+    fn correct(&self, charge: u64, tokens: u64);
+    /// The request was never sent: its start and tokens leave the window.
+    fn unused(&self, charge: u64);
+    /// The request's slot is given back (its permit dropped).
+    fn release(&self, charge: u64);
+}
 
 /// What one limit allows; `None`: no bound of that kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,12 +242,20 @@ pub struct Limiter {
     /// Told whenever room may have been made (a slot freed, a waiter served
     /// or gone, a charge corrected).
     changed: Notify,
+    /// The fleet the buckets are shared with, if any.
+    fleet: Option<Arc<dyn FleetLimits>>,
 }
 
 impl Limiter {
     /// A limiter with one bucket per `(name, limit)`, in that order: a
     /// slot's limits are indexes into it.
     pub fn new(limits: Vec<(String, Limit)>) -> Arc<Self> {
+        Self::shared(limits, None)
+    }
+
+    /// A limiter whose buckets are shared with the fleet's of the same
+    /// names (with `None`, [`Limiter::new`]).
+    pub fn shared(limits: Vec<(String, Limit)>, fleet: Option<Arc<dyn FleetLimits>>) -> Arc<Self> {
         let buckets = limits
             .into_iter()
             .map(|(name, limit)| Bucket {
@@ -220,6 +276,7 @@ impl Limiter {
                 next_id: 1,
             }),
             changed: Notify::new(),
+            fleet,
         })
     }
 
@@ -232,10 +289,58 @@ impl Limiter {
         self.lock().buckets[index].name.clone()
     }
 
+    /// How long a call waiting for a slot with no known time waits before
+    /// it asks again: `None` when only this process's releases free slots
+    /// (they wake it), [`FLEET_RECHECK`] when other processes' do too.
+    pub fn recheck(&self) -> Option<Duration> {
+        self.fleet.as_ref().map(|_| FLEET_RECHECK)
+    }
+
     /// A permit for one request of about `tokens` tokens on every bucket of
-    /// `limits`, at `now`, for a call holding `ticket`; or why not, from
-    /// the bucket that will take longest to have room.
-    pub fn take(
+    /// `limits`, at `now`, for a call holding `ticket`; or why not. In this
+    /// process first ([`Limiter::take_here`]), then in the fleet, if there
+    /// is one, waiting at most `within` for it (with no answer in time,
+    /// this process's permit stands).
+    pub async fn take(
+        self: &Arc<Self>,
+        limits: &[usize],
+        now: SystemTime,
+        tokens: u64,
+        ticket: Option<&Queued>,
+        within: Option<Duration>,
+    ) -> Result<Permit, Blocked> {
+        let mut permit = self.take_here(limits, now, tokens, ticket)?;
+        let Some(fleet) = &self.fleet else {
+            return Ok(permit);
+        };
+        let buckets = {
+            let state = self.lock();
+            limits
+                .iter()
+                .map(|&index| {
+                    let bucket = &state.buckets[index];
+                    (bucket.name.clone(), bucket.limit)
+                })
+                .collect()
+        };
+        match fleet.take(buckets, now, tokens, within).await {
+            Some(Ok(charge)) => {
+                permit.fleet = Some(charge);
+                Ok(permit)
+            }
+            Some(Err(blocked)) => {
+                permit.forget();
+                Err(blocked)
+            }
+            None => Ok(permit),
+        }
+    }
+
+    /// A permit for one request of about `tokens` tokens on every bucket of
+    /// `limits`, at `now`, for a call holding `ticket`, in this process
+    /// only; or why not, from the bucket that will take longest to have
+    /// room.
+    pub fn take_here(
         self: &Arc<Self>,
         limits: &[usize],
         now: SystemTime,
@@ -289,6 +394,7 @@ impl Limiter {
             limits: limits.to_vec(),
             charge,
             holds_slot,
+            fleet: None,
         })
     }
 
@@ -356,13 +462,16 @@ impl Limiter {
 }
 
 /// One request's share of its buckets: its slot (given back when dropped)
-/// and its tokens in the window (corrected once the usage is known).
+/// and its tokens in the window (corrected once the usage is known), here
+/// and, with a fleet, in the fleet.
 #[derive(Debug)]
 pub struct Permit {
     limiter: Arc<Limiter>,
     limits: Vec<usize>,
     charge: u64,
     holds_slot: bool,
+    /// Its charge in the fleet (`None`: taken in this process only).
+    fleet: Option<u64>,
 }
 
 impl Permit {
@@ -378,7 +487,28 @@ impl Permit {
             }
         }
         drop(state);
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet) {
+            fleet.correct(charge, tokens);
+        }
         self.limiter.changed.notify_waiters();
+    }
+
+    /// Takes back what [`Limiter::take_here`] charged, without waking the
+    /// waiters: no room was made (the fleet refused it), and a wake would
+    /// send each of them to ask the fleet in vain.
+    fn forget(mut self) {
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            let bucket = &mut state.buckets[index];
+            bucket.starts.retain(|e| e.0 != self.charge);
+            bucket.tokens.retain(|e| e.0 != self.charge);
+            if self.holds_slot && bucket.limit.concurrency.is_some() {
+                bucket.in_flight = bucket.in_flight.saturating_sub(1);
+            }
+        }
+        drop(state);
+        self.holds_slot = false;
+        self.fleet = None;
     }
 }
 
@@ -394,11 +524,17 @@ impl Permit {
         }
         // (Given back before `self` drops and gives its slot back.)
         drop(state);
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet) {
+            fleet.unused(charge);
+        }
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet.take()) {
+            fleet.release(charge);
+        }
         if !self.holds_slot {
             return;
         }
@@ -453,13 +589,13 @@ mod tests {
             concurrency: Some(2),
             ..Limit::default()
         });
-        let a = l.take(&[0], at(0), 0, None).unwrap();
-        let _b = l.take(&[0], at(0), 0, None).unwrap();
-        let blocked = l.take(&[0], at(0), 0, None).unwrap_err();
+        let a = l.take_here(&[0], at(0), 0, None).unwrap();
+        let _b = l.take_here(&[0], at(0), 0, None).unwrap();
+        let blocked = l.take_here(&[0], at(0), 0, None).unwrap_err();
         assert_eq!(blocked.why, "at its concurrency limit (2 in flight)");
         assert_eq!(blocked.at, None);
         drop(a);
-        assert!(l.take(&[0], at(0), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, None).is_ok());
     }
 
     #[test]
@@ -468,14 +604,14 @@ mod tests {
             rpm: Some(2),
             ..Limit::default()
         });
-        drop(l.take(&[0], at(0), 0, None).unwrap());
-        drop(l.take(&[0], at(10), 0, None).unwrap());
-        let blocked = l.take(&[0], at(30), 0, None).unwrap_err();
+        drop(l.take_here(&[0], at(0), 0, None).unwrap());
+        drop(l.take_here(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take_here(&[0], at(30), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(60)));
         assert_eq!(blocked.why, "rpm limit: capacity in 30.0s");
-        assert!(l.take(&[0], at(60), 0, None).is_ok());
-        assert!(l.take(&[0], at(61), 0, None).is_err());
-        assert!(l.take(&[0], at(70), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(60), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(61), 0, None).is_err());
+        assert!(l.take_here(&[0], at(70), 0, None).is_ok());
     }
 
     #[test]
@@ -484,20 +620,20 @@ mod tests {
             tpm: Some(1000),
             ..Limit::default()
         });
-        let first = l.take(&[0], at(0), 800, None).unwrap();
-        let blocked = l.take(&[0], at(1), 300, None).unwrap_err();
+        let first = l.take_here(&[0], at(0), 800, None).unwrap();
+        let blocked = l.take_here(&[0], at(1), 300, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(60)));
         // The answer used 100 tokens: the estimate is replaced, not added to.
         first.correct(100);
         first.correct(100);
-        let _second = l.take(&[0], at(2), 900, None).unwrap();
-        assert!(l.take(&[0], at(3), 1, None).is_err());
+        let _second = l.take_here(&[0], at(2), 900, None).unwrap();
+        assert!(l.take_here(&[0], at(3), 1, None).is_err());
         // A request bigger than the limit goes once the window is empty.
         let l = limiter(Limit {
             tpm: Some(10),
             ..Limit::default()
         });
-        assert!(l.take(&[0], at(0), 50, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 50, None).is_ok());
     }
 
     #[test]
@@ -506,22 +642,22 @@ mod tests {
             concurrency: Some(1),
             ..Limit::default()
         });
-        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let held = l.take_here(&[0], at(0), 0, None).unwrap();
         let first = l.queue(&[0]);
         let second = l.queue(&[0]);
         drop(held);
         // A newcomer and the second in line wait behind the first.
-        assert!(l.take(&[0], at(0), 0, None).is_err());
-        let blocked = l.take(&[0], at(0), 0, Some(&second)).unwrap_err();
+        assert!(l.take_here(&[0], at(0), 0, None).is_err());
+        let blocked = l.take_here(&[0], at(0), 0, Some(&second)).unwrap_err();
         assert_eq!(
             blocked.why,
             "1 call(s) wait for its capacity before this one"
         );
-        let served = l.take(&[0], at(0), 0, Some(&first)).unwrap();
+        let served = l.take_here(&[0], at(0), 0, Some(&first)).unwrap();
         drop(first);
         drop(served);
         // The first gone, the second is next.
-        assert!(l.take(&[0], at(0), 0, Some(&second)).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, Some(&second)).is_ok());
     }
 
     #[test]
@@ -531,9 +667,9 @@ mod tests {
             ..Limit::default()
         });
         let waiter = l.queue(&[0]);
-        assert!(l.take(&[0], at(0), 0, None).is_err());
+        assert!(l.take_here(&[0], at(0), 0, None).is_err());
         drop(waiter);
-        assert!(l.take(&[0], at(0), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, None).is_ok());
     }
 
     #[test]
@@ -543,9 +679,9 @@ mod tests {
             ..Limit::default()
         });
         l.close(&[0], at(5), "rate limited");
-        let blocked = l.take(&[0], at(1), 0, None).unwrap_err();
+        let blocked = l.take_here(&[0], at(1), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(5)));
-        assert!(l.take(&[0], at(5), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(5), 0, None).is_ok());
         let headroom = Headroom {
             requests: Some(1),
             tokens: None,
@@ -553,10 +689,10 @@ mod tests {
             tokens_reset: None,
         };
         l.saw_headroom(&[0], at(6), &headroom);
-        assert!(l.take(&[0], at(7), 0, None).is_ok());
-        let blocked = l.take(&[0], at(8), 0, None).unwrap_err();
+        assert!(l.take_here(&[0], at(7), 0, None).is_ok());
+        let blocked = l.take_here(&[0], at(8), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(20)));
-        assert!(l.take(&[0], at(20), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(20), 0, None).is_ok());
     }
 
     #[test]
@@ -577,12 +713,12 @@ mod tests {
                 },
             ),
         ]);
-        drop(l.take(&[1], at(0), 0, None).unwrap());
-        drop(l.take(&[0], at(10), 0, None).unwrap());
-        let blocked = l.take(&[0, 1], at(20), 0, None).unwrap_err();
+        drop(l.take_here(&[1], at(0), 0, None).unwrap());
+        drop(l.take_here(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take_here(&[0, 1], at(20), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(70)));
         // Nothing was taken from the bucket that had room.
-        let blocked = l.take(&[1], at(61), 0, None);
+        let blocked = l.take_here(&[1], at(61), 0, None);
         assert!(blocked.is_ok());
     }
 }
