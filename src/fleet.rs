@@ -297,9 +297,15 @@ enum Write {
         tokens: u64,
     },
     /// A request never sent (`keys`: per bucket, leases, window, tokens).
-    Unused { keys: Vec<String>, member: String },
+    Unused {
+        keys: Vec<String>,
+        member: String,
+    },
     /// A call's slots given back (`keys`: its buckets' leases).
-    Release { keys: Vec<String>, member: String },
+    Release {
+        keys: Vec<String>,
+        member: String,
+    },
 }
 
 /// A request this process charged in the fleet, until its permit drops.
@@ -741,7 +747,10 @@ impl RedisState {
             .values()
             .flat_map(|charge| {
                 let member = &charge.member;
-                charge.leases.iter().map(|key| (key.clone(), member.clone()))
+                charge
+                    .leases
+                    .iter()
+                    .map(|key| (key.clone(), member.clone()))
             })
             .collect();
         if live.is_empty() {
@@ -1095,7 +1104,14 @@ impl EngineState for RedisState {
 
 /// Why the fleet's bucket `limit` refused a request of `need` tokens at
 /// `now`, from the take script's answer (`what`, `at_ms`, `count`).
-fn fleet_blocked(limit: Limit, need: u64, now: SystemTime, what: i64, at_ms: i64, count: i64) -> Blocked {
+fn fleet_blocked(
+    limit: Limit,
+    need: u64,
+    now: SystemTime,
+    what: i64,
+    at_ms: i64,
+    count: i64,
+) -> Blocked {
     let at = u64::try_from(at_ms)
         .ok()
         .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
@@ -1105,7 +1121,10 @@ fn fleet_blocked(limit: Limit, need: u64, now: SystemTime, what: i64, at_ms: i64
     let why = match what {
         1 => format!(
             "at its concurrency limit in the fleet ({} in flight)",
-            limit.concurrency.unwrap_or_default().max(u32::try_from(count).unwrap_or(0))
+            limit
+                .concurrency
+                .unwrap_or_default()
+                .max(u32::try_from(count).unwrap_or(0))
         ),
         2 => format!("rpm limit in the fleet: capacity in {after:.1}s"),
         _ => format!(
@@ -1282,6 +1301,31 @@ impl FleetState for RedisState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_take_scripts_refusal_reads_as_the_limiters_own() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let limit = Limit {
+            concurrency: Some(4),
+            rpm: Some(60),
+            tpm: Some(1_000),
+        };
+        let held = fleet_blocked(limit, 10, now, 1, -1, 4);
+        assert_eq!(
+            held.why,
+            "at its concurrency limit in the fleet (4 in flight)"
+        );
+        assert_eq!(held.at, None);
+        let full = fleet_blocked(limit, 10, now, 2, 1_030_000, 60);
+        assert_eq!(full.why, "rpm limit in the fleet: capacity in 30.0s");
+        assert_eq!(full.at, Some(now + Duration::from_secs(30)));
+        let spent = fleet_blocked(limit, 10, now, 3, 1_002_500, 995);
+        assert_eq!(
+            spent.why,
+            "tpm limit in the fleet (995 of 1000 used, 10 needed): capacity in 2.5s"
+        );
+        assert_eq!(spent.wait(now), Some(Duration::from_millis(2_500)));
+    }
 
     #[test]
     fn a_long_window_is_counted_in_few_buckets() {

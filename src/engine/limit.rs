@@ -575,6 +575,136 @@ impl Drop for Queued {
 mod tests {
     use super::*;
 
+    /// A fleet that answers as told and records what it was told.
+    #[derive(Debug, Default)]
+    struct FakeFleet {
+        /// The next answers, in order (none left: taken).
+        answers: Mutex<VecDeque<Option<Result<u64, Blocked>>>>,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl FakeFleet {
+        fn answering(answers: Vec<Option<Result<u64, Blocked>>>) -> Arc<Self> {
+            Arc::new(Self {
+                answers: Mutex::new(answers.into()),
+                seen: Mutex::default(),
+            })
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    impl FleetLimits for FakeFleet {
+        fn take(
+            &self,
+            buckets: Vec<(String, Limit)>,
+            _now: SystemTime,
+            tokens: u64,
+            _within: Option<Duration>,
+        ) -> FleetAnswer<'_> {
+            let names: Vec<String> = buckets.into_iter().map(|(name, _)| name).collect();
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("take {} {tokens}", names.join(",")));
+            let answer = self
+                .answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Some(Ok(1)));
+            Box::pin(std::future::ready(answer))
+        }
+        fn correct(&self, charge: u64, tokens: u64) {
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("correct {charge} {tokens}"));
+        }
+        fn unused(&self, charge: u64) {
+            self.seen.lock().unwrap().push(format!("unused {charge}"));
+        }
+        fn release(&self, charge: u64) {
+            self.seen.lock().unwrap().push(format!("release {charge}"));
+        }
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn fleet_limiter(fleet: &Arc<FakeFleet>) -> Arc<Limiter> {
+        let limit = Limit {
+            concurrency: Some(1),
+            ..Limit::default()
+        };
+        let shared = Arc::clone(fleet) as Arc<dyn FleetLimits>;
+        Limiter::shared(vec![("a|m".into(), limit)], Some(shared))
+    }
+
+    #[test]
+    fn a_take_this_process_allows_is_asked_of_the_fleet_once_and_given_back_there() {
+        let fleet = FakeFleet::answering(vec![Some(Ok(7))]);
+        let l = fleet_limiter(&fleet);
+        assert_eq!(l.recheck(), Some(FLEET_RECHECK));
+        let permit = block_on(l.take(&[0], at(0), 40, None, None)).unwrap();
+        permit.correct(12);
+        // Refused here (this process holds the slot): the fleet is not asked.
+        assert!(block_on(l.take(&[0], at(0), 1, None, None)).is_err());
+        drop(permit);
+        assert_eq!(fleet.seen(), ["take a|m 40", "correct 7 12", "release 7"]);
+        let unsent = block_on(l.take(&[0], at(0), 5, None, None)).unwrap();
+        unsent.unused();
+        assert_eq!(&fleet.seen()[3..], ["take a|m 5", "unused 1", "release 1"]);
+    }
+
+    #[test]
+    fn the_fleets_refusal_undoes_the_take_here_without_waking_waiters() {
+        let held = Blocked {
+            why: "at its concurrency limit in the fleet (1 in flight)".into(),
+            at: None,
+        };
+        let fleet = FakeFleet::answering(vec![Some(Err(held.clone()))]);
+        let l = fleet_limiter(&fleet);
+        let changed = l.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        assert_eq!(
+            block_on(l.take(&[0], at(0), 0, None, None)).unwrap_err(),
+            held
+        );
+        assert_eq!(l.in_flight(0), 0);
+        // Nothing was made room for, so nobody is sent to ask again.
+        let woken = block_on(async {
+            tokio::time::timeout(Duration::from_millis(20), &mut changed)
+                .await
+                .is_ok()
+        });
+        assert!(!woken);
+        // Nothing to give back in the fleet either.
+        assert_eq!(fleet.seen(), ["take a|m 0"]);
+    }
+
+    #[test]
+    fn with_the_fleet_unasked_the_processs_own_buckets_decide() {
+        let fleet = FakeFleet::answering(vec![None]);
+        let l = fleet_limiter(&fleet);
+        let permit = block_on(l.take(&[0], at(0), 0, None, None)).unwrap();
+        assert_eq!(l.in_flight(0), 1);
+        permit.correct(3);
+        drop(permit);
+        // Only the take reached the fleet: the permit has no charge there.
+        assert_eq!(fleet.seen(), ["take a|m 0"]);
+        assert_eq!(l.in_flight(0), 0);
+        assert_eq!(limiter(Limit::default()).recheck(), None);
+    }
+
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs)
     }
