@@ -576,6 +576,7 @@ impl RedisState {
 async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write>) {
     let mut flush = tokio::time::interval(FLUSH_EVERY);
     let mut leases_kept = tokio::time::Instant::now();
+    let mut pinged = tokio::time::Instant::now();
     loop {
         let next = tokio::select! {
             write = queue.recv() => match write {
@@ -668,6 +669,14 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                 tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
             }
             None => {
+                // Taken for down, Redis is asked nothing on a call's path
+                // (limits, the budget): asked here whether it is back.
+                if this.down.load(Ordering::SeqCst) && pinged.elapsed() >= RECONNECT_EVERY {
+                    pinged = tokio::time::Instant::now();
+                    let ping = redis::cmd("PING");
+                    let pong = ping.query_async::<()>(&mut conn);
+                    this.report(tokio::time::timeout(this.timeout, pong).await);
+                }
                 if leases_kept.elapsed() >= KEEP_LEASES_EVERY {
                     leases_kept = tokio::time::Instant::now();
                     if let Some(kept) = this.keep_leases(&mut conn).await {

@@ -321,3 +321,70 @@ def test_a_429_in_one_process_cools_its_quota_in_another(
         assert r.provider == "c"
         assert [a.skipped is not None for a in r.attempts] == [True, True, False]
         assert other_model.requests == []
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_limits_are_shared_again_once_redis_is_back(
+    own_redis: tuple[str, Any], mock_server: MockServer, caplog: Any
+) -> None:
+    url, (start, stop) = own_redis
+    caplog.set_level(logging.WARNING, logger="failover")
+    pfx = prefix()
+    client = failover.Client(
+        {"a": openai(mock_server, limit=failover.Limit(rpm=1000))},
+        state=failover.RedisState(url, prefix=pfx),
+    )
+    window = f"{pfx}:limit:a|gpt-4.1-mini:window"
+    for _ in range(100):
+        mock_server.push_text("a")
+    client.prompt("Hi")
+    assert redis_cli(url, "ZCARD", window) == "1"
+    stop()
+    # Counted in this process alone meanwhile, without a failed call.
+    for _ in range(3):
+        assert client.prompt("Hi").text == "a"
+    start()  # empty: what was counted before is gone with the old server
+
+    def shared_again() -> bool:
+        client.prompt("Hi")
+        time.sleep(0.05)
+        return redis_cli(url, "EXISTS", window) == "1"
+
+    wait_for(shared_again, within=10)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("Redis state is unavailable" in m for m in said), said
+    assert any("limits are shared again" in m for m in said), said
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_after_a_stall_the_limits_are_shared_again(redis_url: str, mock_server: MockServer) -> None:
+    # Nothing but a limit asks Redis here (no budget, pool or cooldown): the writer
+    # notices on its own that a Redis taken for down answers again.
+    pfx = prefix()
+    client = failover.Client(
+        {"a": openai(mock_server, limit=failover.Limit(rpm=1000))},
+        state=failover.RedisState(redis_url, prefix=pfx, timeout=0.05),
+        retry=failover.RetryPolicy(budget=None),
+    )
+    window = f"{pfx}:limit:a|gpt-4.1-mini:window"
+    for _ in range(100):
+        mock_server.push_text("a")
+    client.prompt("Hi")
+    stall = subprocess.Popen(
+        ["redis-cli", "-p", redis_url.rsplit(":", 1)[1], "debug", "sleep", "0.5"]
+    )
+    time.sleep(0.1)
+    started = time.perf_counter()
+    assert client.prompt("Hi").text == "a"  # the take times out: this process's own
+    assert time.perf_counter() - started < 0.4
+    stall.wait(5)
+    # (The take that timed out ran once Redis woke: a start counted twice errs on the
+    # side of fewer requests, and a lease never kept runs out on its own.)
+    counted = int(redis_cli(redis_url, "ZCARD", window))
+
+    def shared_again() -> bool:
+        client.prompt("Hi")
+        time.sleep(0.05)
+        return int(redis_cli(redis_url, "ZCARD", window)) > counted
+
+    wait_for(shared_again, within=5)
