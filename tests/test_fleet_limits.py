@@ -305,11 +305,10 @@ def test_a_429_in_one_process_cools_its_quota_in_another(
         watcher.cooldowns()
         mock_server.push(429, headers={"retry-after": "30"}, json=SLOW)
         backup_server.push_text("c")
-        # The worker draws on the quota through a alone (what a 429 does to the quota's
-        # other members within the same call is not this test's).
         source = (
             f"{{'a': {_provider(mock_server.url, quota=repr('org'))}, "
-            f"'c': {_provider(backup_server.url)}}}"
+            f"'b': failover.OpenAICompatible('gpt-4o', base_url={other_model.url!r}, "
+            f"quota='org'), 'c': {_provider(backup_server.url)}}}"
         )
         (worker,) = _start(_worker(redis_url, pfx, source, calls=1))
         (out,) = _outputs([worker])

@@ -34,3 +34,42 @@ def test_the_readme_stands_alone():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "../shared" not in readme and "DESIGN" not in readme
+
+
+def test_the_readme_batch_example_keeps_to_its_limits(mock_server, backup_server):
+    """The README's embed_corpus, run on two mock providers whose limits pace it: one with room
+    for 5 requests a minute, the other for 3; 12 requests in all."""
+    import asyncio
+
+    import failover
+    from failover.testing import FakeSleeper
+
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    example = next(b for b in blocks if "async def embed_corpus" in b)
+    namespace: dict[str, object] = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    fake = FakeSleeper()
+    start = fake.time()
+
+    def provider(server, rpm):
+        return failover.OpenAICompatible(
+            "m",
+            base_url=server.url,
+            embedding_model="e",
+            embedding_limit=failover.Limit(rpm=rpm),
+        )
+
+    client = failover.Client(
+        {"openai": provider(mock_server, 5), "azure": provider(backup_server, 3)}, sleeper=fake
+    )
+    for server, requests in ((mock_server, 9), (backup_server, 3)):
+        for _ in range(requests):
+            server.push_embeddings([[0.5], [0.5]])
+    texts = [f"text {i}" for i in range(24)]
+    vectors = asyncio.run(namespace["embed_corpus"](client, texts, batch=2))  # type: ignore[operator]
+    assert len(vectors) == 24
+    # 5 to openai and 3 to azure at once; the other 4 waited a minute for openai's window.
+    assert fake.sleeps == [60.0]
+    assert fake.time() - start == 60.0
+    stats = client.stats()
+    assert (stats.providers["openai"].answered, stats.providers["azure"].answered) == (9, 3)

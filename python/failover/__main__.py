@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import (
@@ -21,6 +22,7 @@ from . import (
     FailoverError,
     Gemini,
     Groq,
+    Limit,
     Mistral,
     Ollama,
     OpenAI,
@@ -96,10 +98,15 @@ def demo(fake_sleep: bool = False) -> int:
 
     sleeper = FakeSleeper() if fake_sleep else None
 
-    def new_client() -> Client:
+    def new_client(claude_limit: Limit | None = None) -> Client:
         return Client(
             {
-                "claude": Anthropic(model="claude-haiku-4-5", api_key="demo", base_url=claude.url),
+                "claude": Anthropic(
+                    model="claude-haiku-4-5",
+                    api_key="demo",
+                    base_url=claude.url,
+                    limit=claude_limit,
+                ),
                 "gpt": OpenAI(model="gpt-4.1-mini", api_key="demo", base_url=gpt.url),
                 # A local model costs nothing per token.
                 "local": OpenAICompatible(
@@ -156,6 +163,26 @@ def demo(fake_sleep: bool = False) -> int:
     def skipped_while_cooling() -> None:
         gpt.push_text("Hello from GPT; Claude was not even asked.")
 
+    def burst_script() -> None:
+        # Claude takes two calls at a time (its limit): the burst's others go to GPT
+        # at once rather than earn 429s from Claude.
+        current["client"] = new_client(claude_limit=Limit(concurrency=2))
+        for _ in range(2):
+            claude.push_text("Hello from Claude.", wire="anthropic", delay=0.5)
+        for _ in range(4):
+            gpt.push_text("Hello from GPT, while Claude was busy.")
+
+    def burst() -> Any:
+        client = current["client"]
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda _: client.prompt("Say hello"), range(6)))
+        by = {name: sum(r.provider == name for r in answers) for name in ("claude", "gpt")}
+        print(
+            f"  {stamp()}  6 calls at once: claude answered {by['claude']}, gpt {by['gpt']}; "
+            f"claude saw at most {claude.max_in_flight} at once, and no 429"
+        )
+        return next(r for r in answers if r.provider == "gpt")
+
     def prompt() -> Any:
         return current["client"].prompt("Say hello")
 
@@ -211,6 +238,12 @@ def demo(fake_sleep: bool = False) -> int:
             stream_cut,
             stream("restart"),
             True,
+        ),
+        (
+            "7. A burst of six calls, Claude limited to two at a time: the rest go to GPT",
+            burst_script,
+            burst,
+            False,
         ),
     ]
     answered = 0

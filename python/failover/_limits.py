@@ -97,8 +97,10 @@ def check_quotas(value: object) -> dict[str, Limit]:
             f"quotas must be a dict of quota names to failover.Limit(...), got {value!r}"
         )
     quotas: dict[str, Limit] = {}
-    for name, limit in value.items():
-        name = check_quota("Client quotas:", name)
+    for given, limit in value.items():
+        name = check_quota("Client quotas:", given)
+        if name is None:
+            raise ConfigurationError("quotas names None: a quota's name is a non-empty str")
         if not isinstance(limit, Limit):
             raise ConfigurationError(
                 f"quotas[{name!r}] must be a failover.Limit(...), got {limit!r}"

@@ -430,8 +430,7 @@ async fn find_room(
         tokio::pin!(changed);
         changed.as_mut().enable();
         let now = clock.wall();
-        let mut waiting: Vec<(usize, Blocked)> = Vec::new();
-        let mut too_long: Option<(usize, Duration)> = None;
+        let mut blocked_all: Vec<(usize, Blocked)> = Vec::new();
         for &candidate in candidates {
             let slot = &spec.providers[candidate];
             if slot.limits.is_empty() {
@@ -443,10 +442,19 @@ async fn find_room(
             let taken = limiter
                 .take(slot.limits, now, slot.tokens, queued.as_ref(), within)
                 .await;
-            let blocked = match taken {
+            match taken {
                 Ok(permit) => return Ok((candidate, Some(permit))),
-                Err(blocked) => blocked,
-            };
+                Err(blocked) => {
+                    reasons[candidate] = Some(blocked.why.clone());
+                    blocked_all.push((candidate, blocked));
+                }
+            }
+        }
+        // None has room: those whose room comes later than the policy
+        // waits are left out (as a Retry-After that long would be).
+        let mut waiting: Vec<(usize, Blocked)> = Vec::new();
+        let mut too_long: Option<(usize, Duration)> = None;
+        for (candidate, blocked) in blocked_all {
             let cap = if candidate == last {
                 spec.policy.max_retry_after_last
             } else {
@@ -461,10 +469,7 @@ async fn find_room(
                     ));
                     too_long = Some((candidate, wait));
                 }
-                _ => {
-                    reasons[candidate] = Some(blocked.why.clone());
-                    waiting.push((candidate, blocked));
-                }
+                _ => waiting.push((candidate, blocked)),
             }
         }
         let Some((first, _)) = waiting.first() else {
@@ -640,6 +645,20 @@ where
             continue;
         }
         let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
+        // A provider whose quota began cooling during this call (a rate
+        // limit at another provider drawing on it) is passed over too.
+        if let (Some(state), Some(quota), Some(failed)) = (spec.state, slot.quota_key, &last) {
+            if let Some(cooling) = state.cooling(quota, clock.wall()) {
+                let why = Passed::Cooling(cooling).why(clock.wall());
+                pass_over(&mut attempts, on_event, index, why);
+                if next_able(index + 1).is_none() {
+                    let reason = "its quota is rate limited; no provider left to fail over to";
+                    let error = CallError::Provider(failed.clone());
+                    return Err(fail(error, attempts, reason.to_string()));
+                }
+                continue;
+            }
+        }
         // A provider at its limits is passed over for the next with room;
         // with none, the call waits for the first to have it.
         let mut permit = None;

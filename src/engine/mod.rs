@@ -10,6 +10,8 @@ pub mod hints;
 mod hints_props;
 pub mod limit;
 pub mod policy;
+#[cfg(test)]
+mod room_tests;
 pub mod state;
 pub mod usage;
 

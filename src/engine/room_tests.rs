@@ -1,0 +1,312 @@
+//! A call under the client's limits, through `run_from` on a manual clock:
+//! a provider without room passed over, a wait for the first to have it,
+//! the deadline and the policy's cap on that wait, a retry's room, a
+//! hinted 429 closing the limits and cooling the quota.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use super::classify::{ErrorKind, Failure};
+use super::clock::{Clock, ManualClock};
+use super::failover::*;
+use super::limit::{Limit, Limiter};
+use super::policy::RetryPolicy;
+use super::state::{FleetState, LocalState};
+
+const OVERLOADED: &[u16] = &[502, 503, 529];
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+fn rate_limited(retry_after: &str) -> Result<&'static str, Failure> {
+    Err(Failure {
+        status: Some(429),
+        headers: [("retry-after", retry_after)].into_iter().collect(),
+        billed: Some(false),
+        ..Failure::without_response(ErrorKind::RateLimited, "429")
+    })
+}
+
+/// Providers `p0..pN`, each drawing on the buckets given for it (indexes
+/// into `limits`), and on a quota when named.
+struct Setup {
+    clock: ManualClock,
+    state: LocalState,
+    limiter: Arc<Limiter>,
+    keys: Vec<String>,
+    draws: Vec<Vec<usize>>,
+    quotas: Vec<Option<String>>,
+    deadline: Option<Duration>,
+}
+
+struct Run {
+    called: Vec<usize>,
+    result: Result<Success<&'static str>, CallFailure>,
+}
+
+impl Run {
+    fn skipped(&self) -> Vec<(usize, String)> {
+        let attempts = match &self.result {
+            Ok(success) => &success.attempts,
+            Err(failure) => &failure.attempts,
+        };
+        attempts
+            .iter()
+            .filter_map(|a| Some((a.provider, a.skipped.clone()?)))
+            .collect()
+    }
+}
+
+impl Setup {
+    fn new(limits: Vec<Limit>, draws: Vec<Vec<usize>>) -> Self {
+        let named = limits
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| (format!("b{i}"), l))
+            .collect();
+        Self {
+            clock: ManualClock::new(),
+            state: LocalState::new(),
+            limiter: Limiter::new(named),
+            keys: (0..draws.len()).map(|i| format!("p{i}")).collect(),
+            quotas: vec![None; draws.len()],
+            draws,
+            deadline: None,
+        }
+    }
+
+    fn call(&self, script: Vec<Result<&'static str, Failure>>) -> Run {
+        let slots: Vec<ProviderSlot> = (0..self.keys.len())
+            .map(|i| ProviderSlot {
+                overloaded_statuses: OVERLOADED,
+                state_key: &self.keys[i],
+                unable: None,
+                limits: &self.draws[i],
+                tokens: 10,
+                quota_key: self.quotas[i].as_deref(),
+            })
+            .collect();
+        let policy = RetryPolicy::default();
+        let spec = CallSpec {
+            call_id: "c",
+            providers: &slots,
+            policy: &policy,
+            attempt_timeout: secs(60.0),
+            deadline: self.deadline,
+            spent: Duration::ZERO,
+            state: Some(&self.state),
+            limiter: Some(&self.limiter),
+        };
+        let script = Mutex::new(VecDeque::from(script));
+        let called = Mutex::new(Vec::new());
+        let result = futures_util::FutureExt::now_or_never(run_from(
+            &spec,
+            None,
+            &self.clock,
+            &mut || 0.0,
+            &mut |_| {},
+            |provider, _| {
+                called.lock().unwrap().push(provider);
+                let next = script.lock().unwrap().pop_front().expect("script ran out");
+                async move { next }
+            },
+        ))
+        .expect("only the manual clock is waited on");
+        Run {
+            called: called.into_inner().unwrap(),
+            result,
+        }
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.wall()
+    }
+
+    /// Fills bucket `index`'s rpm window now.
+    fn spend_rpm(&self, index: usize, requests: u32) {
+        for _ in 0..requests {
+            drop(
+                self.limiter
+                    .take_here(&[index], self.now(), 0, None)
+                    .unwrap(),
+            );
+        }
+    }
+}
+
+fn rpm(n: u32) -> Limit {
+    Limit {
+        rpm: Some(n),
+        ..Limit::default()
+    }
+}
+
+fn concurrency(n: u32) -> Limit {
+    Limit {
+        concurrency: Some(n),
+        ..Limit::default()
+    }
+}
+
+#[test]
+fn a_provider_without_room_is_passed_over_for_the_next_with_it() {
+    let setup = Setup::new(vec![concurrency(1)], vec![vec![0], vec![]]);
+    let held = setup.limiter.take_here(&[0], setup.now(), 0, None).unwrap();
+    let run = setup.call(vec![Ok("b")]);
+    assert_eq!(run.called, [1]);
+    assert_eq!(
+        run.skipped(),
+        [(0, "at its concurrency limit (1 in flight)".to_string())]
+    );
+    assert!(setup.clock.sleeps().is_empty());
+    drop(held);
+    // With room again, the first provider takes the call.
+    assert_eq!(setup.call(vec![Ok("a")]).called, [0]);
+}
+
+#[test]
+fn with_no_room_anywhere_the_call_waits_for_the_first_to_have_it() {
+    let setup = Setup::new(vec![rpm(1), rpm(1)], vec![vec![0], vec![1]]);
+    setup.spend_rpm(0, 1);
+    setup.clock.advance(secs(5.0));
+    setup.spend_rpm(1, 1);
+    setup.clock.advance(secs(52.0));
+    // p0 has room in 3 s, p1 in 8 s: the call sleeps 3 s and goes to p0.
+    let run = setup.call(vec![Ok("a")]);
+    assert_eq!(run.called, [0]);
+    assert_eq!(setup.clock.sleeps(), [secs(3.0)]);
+    assert!(run.skipped().is_empty());
+    // Next, p0's window is full again (for 60 s) and p1 has room in 5 s:
+    // the call passes p0 over and waits for p1.
+    let run = setup.call(vec![Ok("b")]);
+    assert_eq!(run.called, [1]);
+    assert_eq!(setup.clock.sleeps()[1], secs(5.0));
+    assert_eq!(run.skipped().len(), 1);
+    // (What was left of p0's wait when p1 had room.)
+    assert_eq!(run.skipped()[0], (0, "rpm limit: capacity in 55.0s".into()));
+}
+
+#[test]
+fn a_wait_for_room_past_the_deadline_is_not_slept() {
+    let mut setup = Setup::new(vec![rpm(1)], vec![vec![0]]);
+    setup.spend_rpm(0, 1);
+    setup.deadline = Some(secs(10.0));
+    let run = setup.call(vec![]);
+    assert!(run.called.is_empty());
+    assert!(setup.clock.sleeps().is_empty());
+    let failure = run.result.unwrap_err();
+    match failure.error {
+        CallError::Deadline {
+            waiting: Some((0, why)),
+            ..
+        } => assert_eq!(why, "rpm limit: capacity in 60.0s"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(failure.attempts.len(), 1);
+    assert!(failure.attempts[0].skipped.is_some());
+}
+
+#[test]
+fn room_later_than_the_policy_waits_on_the_last_provider_ends_the_call() {
+    let setup = Setup::new(
+        vec![Limit {
+            tpm: Some(10),
+            ..Limit::default()
+        }],
+        vec![vec![0]],
+    );
+    // 10 tokens charged now; the window frees in 60 s; the last provider's
+    // cap is 60 s: waited. At 61 s it would not be.
+    drop(
+        setup
+            .limiter
+            .take_here(&[0], setup.now(), 10, None)
+            .unwrap(),
+    );
+    assert_eq!(setup.call(vec![Ok("a")]).called, [0]);
+    assert_eq!(setup.clock.sleeps(), [secs(60.0)]);
+    setup
+        .limiter
+        .close(&[0], setup.now() + secs(61.0), "rate limited");
+    let run = setup.call(vec![]);
+    assert!(run.called.is_empty());
+    match run.result.unwrap_err().error {
+        CallError::Provider(failed) => {
+            assert_eq!(failed.failure.kind, ErrorKind::RateLimited);
+            assert_eq!(failed.failure.billed, Some(false));
+            assert_eq!(failed.retry_after, Some(secs(61.0)));
+            assert!(failed.failure.message.contains("longer than the 60s"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_hinted_429_closes_the_providers_limits_until_the_hint_runs_out() {
+    let setup = Setup::new(vec![rpm(100)], vec![vec![0], vec![]]);
+    // p0 says 429 with 30 s: the call fails over to p1 (30 s is longer than
+    // the policy waits with another provider left).
+    let run = setup.call(vec![rate_limited("30"), Ok("b")]);
+    assert_eq!(run.called, [0, 1]);
+    // p0 cools; and its limits let nothing through for those 30 s either.
+    let blocked = setup
+        .limiter
+        .take_here(&[0], setup.now(), 0, None)
+        .unwrap_err();
+    assert_eq!(blocked.why, "rate limited: capacity in 30.0s");
+}
+
+#[test]
+fn a_retry_waits_for_room_on_its_provider() {
+    let setup = Setup::new(vec![rpm(1)], vec![vec![0]]);
+    // The first attempt takes the only request of the minute; its 429 asks
+    // for 2 s; the retry then waits for the window (58 s more), the
+    // deadline its only bound.
+    let run = setup.call(vec![rate_limited("2"), Ok("a")]);
+    assert_eq!(run.called, [0, 0]);
+    assert_eq!(setup.clock.sleeps(), [secs(2.0), secs(58.0)]);
+}
+
+#[test]
+fn a_rate_limit_cools_every_provider_of_its_quota_and_an_overload_does_not() {
+    let mut setup = Setup::new(vec![], vec![vec![], vec![], vec![]]);
+    setup.quotas = vec![Some("quota org".into()), Some("quota org".into()), None];
+    let run = setup.call(vec![rate_limited("30"), Ok("c")]);
+    // p1 shares p0's quota: passed over, cooling with it.
+    assert_eq!(run.called, [0, 2]);
+    assert_eq!(run.skipped().len(), 1);
+    assert_eq!(run.skipped()[0].0, 1);
+    assert!(run.skipped()[0]
+        .1
+        .contains("its quota org was rate limited"));
+    let cooling: Vec<String> = setup
+        .state
+        .cooldowns(setup.now())
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(cooling.contains(&"quota org".to_string()), "{cooling:?}");
+
+    let mut setup = Setup::new(vec![], vec![vec![], vec![], vec![]]);
+    setup.quotas = vec![Some("quota org".into()), Some("quota org".into()), None];
+    let overloaded = Err(Failure {
+        status: Some(529),
+        headers: [("retry-after", "30")].into_iter().collect(),
+        ..Failure::without_response(ErrorKind::Overloaded, "529")
+    });
+    let run = setup.call(vec![overloaded, Ok("b")]);
+    assert_eq!(run.called, [0, 1]);
+}
+
+#[test]
+fn a_success_gives_its_permit_to_the_caller_who_holds_the_slot() {
+    let setup = Setup::new(vec![concurrency(1)], vec![vec![0]]);
+    let run = setup.call(vec![Ok("a")]);
+    let success = run.result.unwrap();
+    assert!(success.permit.is_some());
+    assert_eq!(setup.limiter.in_flight(0), 1);
+    drop(success);
+    assert_eq!(setup.limiter.in_flight(0), 0);
+}
