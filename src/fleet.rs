@@ -38,7 +38,10 @@
 //! slot for longer; the writer keeps this process's live leases every
 //! [`KEEP_LEASES_EVERY`], one round trip for all of them (a stream open
 //! for minutes keeps its slot without a task of its own). With Redis away,
-//! the limits are this process's alone.
+//! the limits are this process's alone. A take whose answer never comes
+//! back (timed out, or its call cancelled meanwhile) may still have been
+//! charged: its lease, never kept, runs out on its own, and its start
+//! counts in the window (one too many, never one too few).
 //!
 //! Times in Redis are wall-clock (TTLs); the sleeper clock governs only the
 //! in-process mirror. A limit's window is the exception: its requests are

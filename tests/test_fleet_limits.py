@@ -130,9 +130,10 @@ def test_a_killed_processs_slot_frees_when_its_lease_runs_out(
     wait_for(lambda: len(mock_server.requests) == 1, within=10)
     leases = f"{pfx}:limit:a|gpt-4.1-mini:leases"
     assert redis_cli(redis_url, "ZCARD", leases) == "1"
-    # The lease is kept while the call lives (every second, for 3 s each time).
-    time.sleep(1.5)
-    assert redis_cli(redis_url, "ZCARD", leases) == "1"
+    # The lease is kept while the call lives (every second, for 3 s each time): past its
+    # first 3 s, it still runs out later than now.
+    time.sleep(3.5)
+    assert _lease_ends_ms(redis_url, leases) > _redis_now_ms(redis_url)
     client = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
         state=failover.RedisState(redis_url, prefix=pfx),
@@ -148,6 +149,16 @@ def test_a_killed_processs_slot_frees_when_its_lease_runs_out(
     assert time.perf_counter() - started < 10
     # Given back once the call ended.
     wait_for(lambda: redis_cli(redis_url, "ZCARD", leases) == "0", within=5)
+
+
+def _lease_ends_ms(redis_url: str, leases: str) -> float:
+    (_, score) = redis_cli(redis_url, "ZRANGE", leases, "0", "-1", "WITHSCORES").split()
+    return float(score)
+
+
+def _redis_now_ms(redis_url: str) -> float:
+    seconds, micros = redis_cli(redis_url, "TIME").split()
+    return int(seconds) * 1000 + int(micros) / 1000
 
 
 def test_a_slot_in_the_fleet_is_waited_for_and_given_back(
