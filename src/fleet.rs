@@ -62,7 +62,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::engine::{
     Blocked, Cause, Cooling, EngineState, ErrorKind, FleetAnswer, FleetLimits, FleetState,
-    Headroom, Health, Limit, LocalState, RetryBudget,
+    Headroom, Health, Limit, LocalState, RetryBudget, FLEET_RECHECK,
 };
 
 /// Sets a cooldown: its key's expiry extended to `ARGV[1]` ms (never
@@ -1144,7 +1144,9 @@ fn fleet_blocked(
             limit.tpm.unwrap_or_default()
         ),
     };
-    Blocked { why, at }
+    // A slot held elsewhere frees unheard here: the waiter asks again.
+    let recheck = (what == 1).then_some(FLEET_RECHECK);
+    Blocked { why, at, recheck }
 }
 
 /// The limits are the fleet's: one script per take (see the module's doc).
@@ -1327,10 +1329,11 @@ mod tests {
             held.why,
             "at its concurrency limit in the fleet (4 in flight)"
         );
-        assert_eq!(held.at, None);
+        assert_eq!((held.at, held.recheck), (None, Some(FLEET_RECHECK)));
         let full = fleet_blocked(limit, 10, now, 2, 1_030_000, 60);
         assert_eq!(full.why, "rpm limit in the fleet: capacity in 30.0s");
         assert_eq!(full.at, Some(now + Duration::from_secs(30)));
+        assert_eq!(full.recheck, None);
         let spent = fleet_blocked(limit, 10, now, 3, 1_002_500, 995);
         assert_eq!(
             spent.why,

@@ -186,6 +186,36 @@ def test_a_slot_in_the_fleet_is_waited_for_and_given_back(
     assert mock_server.max_in_flight == 1
 
 
+def test_a_slot_held_elsewhere_is_waited_for_in_real_time_under_a_fake_sleeper(
+    redis_url: str, mock_server: MockServer, call: Any
+) -> None:
+    # A slot another process holds is freed unheard: the waiter asks again every 100 ms of
+    # real time, a pause its FakeSleeper neither records nor moves for (as a request in
+    # flight), so its 5 s of virtual deadline are not burnt by asking.
+    pfx = prefix()
+    holder = failover.Client(
+        {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
+        state=failover.RedisState(redis_url, prefix=pfx),
+    )
+    fake = FakeSleeper()
+    waiter = failover.Client(
+        {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
+        state=failover.RedisState(redis_url, prefix=pfx),
+        sleeper=fake,
+        deadline=5,
+    )
+    mock_server.push_text("held", delay=0.6)
+    mock_server.push_text("waited")
+    thread = threading.Thread(target=holder.prompt, args=("Hi",))
+    thread.start()
+    wait_for(lambda: len(mock_server.requests) == 1, within=5)
+    started = fake.time()
+    assert call(waiter, "Hi").text == "waited"
+    thread.join(10)
+    assert fake.sleeps == [] and fake.time() == started
+    assert mock_server.max_in_flight == 1
+
+
 def test_rpm_is_shared_across_processes(redis_url: str, mock_server: MockServer) -> None:
     pfx = prefix()
     for _ in range(6):

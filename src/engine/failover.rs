@@ -507,18 +507,37 @@ async fn find_room(
                 .collect();
             queued = Some(limiter.queue(&limits));
         }
-        match (unknown, soonest) {
+        // Room held in another process is freed unheard: asked again.
+        let recheck = waiting
+            .iter()
+            .filter_map(|(_, blocked)| blocked.recheck)
+            .min();
+        match (unknown, soonest, recheck) {
             // Room comes at a known time: a sleep like any other.
-            (false, Some((_, wait))) => clock.sleep(wait).await,
+            (false, Some((_, wait)), _) => clock.sleep(wait).await,
+            // Room comes when another process's call ends: this one asks
+            // again after a pause of real time (or when a call of its own
+            // process ends), bounded by the deadline. No virtual clock moves
+            // for it (nor to a known time another candidate has room at):
+            // that call is in flight, as a request would be.
+            (_, _, Some(recheck)) => {
+                let pause = left.map_or(recheck, |left| left.min(recheck));
+                tokio::select! {
+                    () = &mut changed => {}
+                    () = clock.pause(pause) => {}
+                }
+                if remaining(clock) == Some(Duration::ZERO) {
+                    let provider = soonest.map_or(*first, |(provider, _)| provider);
+                    return Err(out_of_time(provider, reasons));
+                }
+            }
             // Room comes when a call ends (or at a known time, or the
-            // deadline, whichever is first); a call of another process
-            // ends unheard, so with a fleet the call asks again shortly.
+            // deadline, whichever is first).
             _ => {
                 let bound = [
                     soonest.map(|(_, wait)| wait),
                     left,
                     Some(super::hints::MAX_WAIT),
-                    limiter.recheck(),
                 ]
                 .into_iter()
                 .flatten()

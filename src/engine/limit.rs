@@ -14,7 +14,7 @@
 //! cannot be asked, and the place of the queue: calls wait in arrival
 //! order within their process only. A process's own releases wake its
 //! waiters; another process's are seen by asking again
-//! ([`Limiter::recheck`]).
+//! ([`Blocked::recheck`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -31,7 +31,7 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// How long a call waiting for a slot that another process holds waits
 /// before it asks the fleet again (its own process's releases wake it at
-/// once). Through the call's clock, unrecorded ([`super::Clock::wait`]).
+/// once): real time, through [`super::Clock::pause`].
 pub const FLEET_RECHECK: Duration = Duration::from_millis(100);
 
 /// A future a fleet-wide store answers with.
@@ -87,6 +87,10 @@ pub struct Blocked {
     /// (a window or a reset); `None`: when a call in flight ends, or a call
     /// waiting before it is served.
     pub at: Option<SystemTime>,
+    /// Room is held in another process (the fleet's concurrency): its
+    /// release goes unheard here, so ask again after this long in real
+    /// time ([`super::Clock::pause`]). `None`: this process hears it.
+    pub recheck: Option<Duration>,
 }
 
 impl Blocked {
@@ -148,6 +152,7 @@ impl Bucket {
             return Some(Blocked {
                 why: format!("{why}: capacity in {:.1}s", after(*until)),
                 at: Some(*until),
+                recheck: None,
             });
         }
         let ahead = self
@@ -159,6 +164,7 @@ impl Bucket {
             return Some(Blocked {
                 why: format!("{ahead} call(s) wait for its capacity before this one"),
                 at: None,
+                recheck: None,
             });
         }
         if let Some(most) = self.limit.concurrency {
@@ -166,6 +172,7 @@ impl Bucket {
                 return Some(Blocked {
                     why: format!("at its concurrency limit ({most} in flight)"),
                     at: None,
+                    recheck: None,
                 });
             }
         }
@@ -176,6 +183,7 @@ impl Bucket {
                     after(reset)
                 ),
                 at: Some(reset),
+                recheck: None,
             });
         }
         if let Some(rpm) = self.limit.rpm {
@@ -186,6 +194,7 @@ impl Bucket {
                 return Some(Blocked {
                     why: format!("rpm limit: capacity in {:.1}s", after(at)),
                     at: Some(at),
+                    recheck: None,
                 });
             }
         }
@@ -198,6 +207,7 @@ impl Bucket {
                         after(reset)
                     ),
                     at: Some(reset),
+                    recheck: None,
                 });
             }
         }
@@ -221,6 +231,7 @@ impl Bucket {
                         after(at)
                     ),
                     at: Some(at),
+                    recheck: None,
                 });
             }
         }
@@ -287,13 +298,6 @@ impl Limiter {
     /// The name of bucket `index`.
     pub fn name(&self, index: usize) -> String {
         self.lock().buckets[index].name.clone()
-    }
-
-    /// How long a call waiting for a slot with no known time waits before
-    /// it asks again: `None` when only this process's releases free slots
-    /// (they wake it), [`FLEET_RECHECK`] when other processes' do too.
-    pub fn recheck(&self) -> Option<Duration> {
-        self.fleet.as_ref().map(|_| FLEET_RECHECK)
     }
 
     /// A permit for one request of about `tokens` tokens on every bucket of
@@ -652,7 +656,6 @@ mod tests {
     fn a_take_this_process_allows_is_asked_of_the_fleet_once_and_given_back_there() {
         let fleet = FakeFleet::answering(vec![Some(Ok(7))]);
         let l = fleet_limiter(&fleet);
-        assert_eq!(l.recheck(), Some(FLEET_RECHECK));
         let permit = block_on(l.take(&[0], at(0), 40, None, None)).unwrap();
         permit.correct(12);
         // Refused here (this process holds the slot): the fleet is not asked.
@@ -669,6 +672,7 @@ mod tests {
         let held = Blocked {
             why: "at its concurrency limit in the fleet (1 in flight)".into(),
             at: None,
+            recheck: Some(FLEET_RECHECK),
         };
         let fleet = FakeFleet::answering(vec![Some(Err(held.clone()))]);
         let l = fleet_limiter(&fleet);
@@ -702,7 +706,6 @@ mod tests {
         // Only the take reached the fleet: the permit has no charge there.
         assert_eq!(fleet.seen(), ["take a|m 0"]);
         assert_eq!(l.in_flight(0), 0);
-        assert_eq!(limiter(Limit::default()).recheck(), None);
     }
 
     fn at(secs: u64) -> SystemTime {
