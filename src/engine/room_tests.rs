@@ -405,7 +405,9 @@ async fn a_slot_held_in_another_process_is_asked_for_again_in_real_time() {
         |_, _| async { Ok::<_, Failure>("never") },
     )
     .await;
-    let failure = result.err().expect("the deadline came first");
+    let Err(failure) = result else {
+        panic!("the deadline came first");
+    };
     assert!(
         failure
             .reason
