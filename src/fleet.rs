@@ -121,8 +121,10 @@ return 1
 /// concurrency, rpm and tpm (0: none). Returns `{1}`, or the bucket that
 /// blocks longest: `{0, bucket, what (1 concurrency, 2 rpm, 3 tpm), when
 /// it has room (Unix ms, -1: when a call ends), in flight or used}`.
-/// Leases are timed by Redis, windows by the call.
+/// Leases are timed by Redis, windows by the call. (Writes after `TIME`
+/// replicate as effects: the default since Redis 5, asked for before.)
 const TAKE: &str = r#"
+redis.replicate_commands()
 local now = tonumber(ARGV[1])
 local need = ARGV[2]
 local member = ARGV[3]
@@ -232,6 +234,7 @@ return 1
 /// `ARGV[1]` ms from now (Redis's time), added again if it had run out
 /// (its call is still in flight).
 const KEEP_LEASES: &str = r#"
+redis.replicate_commands()
 local t = redis.call('TIME')
 local lease = tonumber(ARGV[1])
 local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
