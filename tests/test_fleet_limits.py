@@ -22,6 +22,14 @@ from failover.testing import FakeSleeper, MockServer
 from conftest import openai, prefix, redis_cli, wait_for
 
 SLOW = {"error": {"message": "slow down"}}
+#: The state timeout of these tests' clients: far above a loaded machine's slowest round trip,
+#: so that what they check is the sharing (a timed-out take is this process's own, tested
+#: apart with a stall).
+TIMEOUT = 1.0
+
+
+def _state(redis_url: str, pfx: str) -> failover.RedisState:
+    return failover.RedisState(redis_url, prefix=pfx, timeout=TIMEOUT)
 
 
 def _worker(
@@ -44,7 +52,7 @@ def _worker(
         sleeper = FakeSleeper() if {("sleeper=" in options)!r} else None
         client = failover.Client(
             {providers},
-            state=failover.RedisState({redis_url!r}, prefix={pfx!r}),
+            state=failover.RedisState({redis_url!r}, prefix={pfx!r}, timeout={TIMEOUT}),
             {options}
         )
         print("ready", flush=True)
@@ -136,7 +144,7 @@ def test_a_killed_processs_slot_frees_when_its_lease_runs_out(
     assert _lease_ends_ms(redis_url, leases) > _redis_now_ms(redis_url)
     client = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
-        state=failover.RedisState(redis_url, prefix=pfx),
+        state=_state(redis_url, pfx),
     )
     os.kill(holder.pid, signal.SIGKILL)
     holder.communicate(timeout=10)  # reaps it and closes its pipes
@@ -169,7 +177,7 @@ def test_a_slot_in_the_fleet_is_waited_for_and_given_back(
     def client() -> failover.Client:
         return failover.Client(
             {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
-            state=failover.RedisState(redis_url, prefix=pfx),
+            state=_state(redis_url, pfx),
         )
 
     first, second = client(), client()
@@ -195,12 +203,12 @@ def test_a_slot_held_elsewhere_is_waited_for_in_real_time_under_a_fake_sleeper(
     pfx = prefix()
     holder = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
-        state=failover.RedisState(redis_url, prefix=pfx),
+        state=_state(redis_url, pfx),
     )
     fake = FakeSleeper()
     waiter = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(concurrency=1))},
-        state=failover.RedisState(redis_url, prefix=pfx),
+        state=_state(redis_url, pfx),
         sleeper=fake,
         deadline=5,
     )
@@ -240,7 +248,7 @@ def test_the_window_is_charged_by_one_script_and_corrected_to_the_usage(
     pfx = prefix()
     client = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(rpm=100, tpm=10_000))},
-        state=failover.RedisState(redis_url, prefix=pfx),
+        state=_state(redis_url, pfx),
     )
     mock_server.push(json={**_answer(), "usage": _usage(7, 5)})
     client.prompt("Hi", max_tokens=1000)
@@ -251,7 +259,7 @@ def test_the_window_is_charged_by_one_script_and_corrected_to_the_usage(
     # Another client of the fleet sees the window: its request is the second.
     other = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(rpm=100, tpm=10_000))},
-        state=failover.RedisState(redis_url, prefix=pfx),
+        state=_state(redis_url, pfx),
     )
     mock_server.push(json={**_answer(), "usage": _usage(3, 3)})
     other.prompt("Hi")
@@ -259,6 +267,37 @@ def test_the_window_is_charged_by_one_script_and_corrected_to_the_usage(
     wait_for(lambda: redis_cli(redis_url, "HGET", f"{base}:tokens", "=") == "18", within=3)
     # The keys run out on their own.
     assert 0 < int(redis_cli(redis_url, "PTTL", f"{base}:window")) <= 61_000
+
+
+def test_limits_are_shared_under_the_name_and_model_of_what_they_limit(
+    redis_url: str, mock_server: MockServer
+) -> None:
+    pfx = prefix()
+    pool = failover.Pool("p", [openai(mock_server)], limit=failover.Limit(rpm=10))
+    client = failover.Client(
+        {
+            "a": openai(
+                mock_server,
+                embedding_model="text-embedding-3-small",
+                limit=failover.Limit(rpm=10),
+                embedding_limit=failover.Limit(rpm=10),
+            ),
+            "p": pool,
+        },
+        state=_state(redis_url, pfx),
+    )
+    mock_server.push_text("a")
+    mock_server.push_embeddings([[0.1]])
+    mock_server.push_text("p")
+    client.prompt("Hi")
+    client.embed(["Hi"])
+    client.prompt("Hi", provider="p")
+    keys = redis_cli(redis_url, "KEYS", f"{pfx}:limit:*").splitlines()
+    assert sorted(keys) == [
+        f"{pfx}:limit:a:embeddings|text-embedding-3-small:window",
+        f"{pfx}:limit:a|gpt-4.1-mini:window",
+        f"{pfx}:limit:pool p:window",
+    ]
 
 
 def _answer() -> dict[str, Any]:
@@ -289,7 +328,7 @@ def test_a_fleet_rpm_wait_is_a_sleep_of_the_calls_clock(
     def client() -> failover.Client:
         return failover.Client(
             {"a": openai(mock_server, limit=failover.Limit(rpm=1))},
-            state=failover.RedisState(redis_url, prefix=pfx),
+            state=_state(redis_url, pfx),
             sleeper=fake,
             retry=policy,
         )
@@ -300,6 +339,31 @@ def test_a_fleet_rpm_wait_is_a_sleep_of_the_calls_clock(
     # A fresh client (nothing in its own window): the fleet's window makes it wait the
     # rest of the minute, on the sleeper.
     assert call(client(), "Hi").text == "two"
+    assert fake.sleeps == [60.0]
+
+
+def test_the_fleets_tokens_are_the_reported_usage_and_bound_another_client(
+    redis_url: str, mock_server: MockServer, call: Any
+) -> None:
+    pfx = prefix()
+    fake = FakeSleeper()
+
+    def client() -> failover.Client:
+        return failover.Client(
+            {"a": openai(mock_server, limit=failover.Limit(tpm=100))},
+            state=_state(redis_url, pfx),
+            sleeper=fake,
+            retry=failover.RetryPolicy(max_retry_after_last=120),
+        )
+
+    mock_server.push(json={**_answer(), "usage": _usage(60, 30)})
+    mock_server.push(json={**_answer(), "usage": _usage(5, 5)})
+    call(client(), "Hi")
+    tokens = f"{pfx}:limit:a|gpt-4.1-mini:tokens"
+    wait_for(lambda: redis_cli(redis_url, "HGET", tokens, "=") == "90", within=3)
+    # A fresh client: 90 of the fleet's 100 are spent, it needs about 21 (max_tokens 20),
+    # so it waits until the first request leaves the window.
+    assert call(client(), "Hi", max_tokens=20).text == "x"
     assert fake.sleeps == [60.0]
 
 
@@ -342,7 +406,7 @@ def test_a_429_in_one_process_cools_its_quota_in_another(
             ),
             "c": openai(backup_server),
         }
-        watcher = failover.Client(providers, state=failover.RedisState(redis_url, prefix=pfx))
+        watcher = failover.Client(providers, state=_state(redis_url, pfx))
         watcher.cooldowns()
         mock_server.push(429, headers={"retry-after": "30"}, json=SLOW)
         backup_server.push_text("c")
@@ -372,7 +436,7 @@ def test_limits_are_shared_again_once_redis_is_back(
     pfx = prefix()
     client = failover.Client(
         {"a": openai(mock_server, limit=failover.Limit(rpm=1000))},
-        state=failover.RedisState(url, prefix=pfx),
+        state=_state(url, pfx),
     )
     window = f"{pfx}:limit:a|gpt-4.1-mini:window"
     for _ in range(100):
