@@ -105,6 +105,12 @@ class Client:
     (``pip install 'failover[prices]'``). Each attempt then has a ``cost``,
     and results and errors a ``total_cost``.
 
+    Limits: ``quotas`` maps the names providers give as ``quota=`` to a
+    ``failover.Limit`` that bounds them together; a rate limit at one provider
+    of a quota cools them all, with or without a ``Limit``. A provider's own
+    ``limit=`` and a pool's ``limit=`` bound it alone; a provider without room
+    is passed over for the next that has it.
+
     Telemetry: ``telemetry=failover.OpenTelemetry(...)`` makes each call a
     span (GenAI semantic conventions) with a child per attempt, and records
     metrics (``pip install 'failover[otel]'``).

@@ -532,21 +532,23 @@ async fn find_room(
                 }
             }
             // Room comes when a call ends (or at a known time, or the
-            // deadline, whichever is first).
+            // deadline, whichever is first). With neither, no time is waited
+            // for at all, only the call that frees a slot.
             _ => {
-                let bound = [
-                    soonest.map(|(_, wait)| wait),
-                    left,
-                    Some(super::hints::MAX_WAIT),
-                ]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(super::hints::MAX_WAIT);
+                let bound = [soonest.map(|(_, wait)| wait), left]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 let provider = soonest.map_or(*first, |(provider, _)| provider);
+                let timer = async {
+                    match bound {
+                        Some(bound) => clock.wait(bound).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = &mut changed => {}
-                    () = clock.wait(bound) => {
+                    () = timer => {
                         if remaining(clock) == Some(Duration::ZERO) {
                             return Err(out_of_time(provider, reasons));
                         }
@@ -652,7 +654,12 @@ where
     // chain (and its permit) when those before it had none, and why each
     // of them had none.
     let mut room: Option<(usize, Option<Permit>)> = None;
-    let mut no_room: Vec<Option<String>> = vec![None; count];
+    // (Made only for a client with limits; boxed below, the wait for room
+    // is no part of a call without them.)
+    let mut no_room: Vec<Option<String>> = match spec.limiter {
+        Some(_) => vec![None; count],
+        None => Vec::new(),
+    };
 
     for (index, slot) in spec.providers.iter().enumerate().skip(first) {
         if let Some(why) = slot.unable {
@@ -688,7 +695,7 @@ where
                     let candidates: Vec<usize> = (index..count)
                         .filter(|&i| spec.providers[i].unable.is_none() && passed[i].is_none())
                         .collect();
-                    let found = find_room(
+                    let found = Box::pin(find_room(
                         spec,
                         limiter,
                         clock,
@@ -696,7 +703,7 @@ where
                         true,
                         &remaining,
                         &mut no_room,
-                    )
+                    ))
                     .await;
                     match found {
                         Ok(chosen) => Some(chosen),
@@ -784,7 +791,7 @@ where
             if let (Some(limiter), None, None, false) =
                 (spec.limiter, &permit, &resume, slot.limits.is_empty())
             {
-                let found = find_room(
+                let found = Box::pin(find_room(
                     spec,
                     limiter,
                     clock,
@@ -792,7 +799,7 @@ where
                     false,
                     &remaining,
                     &mut no_room,
-                )
+                ))
                 .await;
                 match found {
                     Ok((_, held)) => permit = held,
