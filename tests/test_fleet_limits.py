@@ -358,7 +358,9 @@ def test_the_fleets_tokens_are_the_reported_usage_and_bound_another_client(
 
     mock_server.push(json={**_answer(), "usage": _usage(60, 30)})
     mock_server.push(json={**_answer(), "usage": _usage(5, 5)})
-    call(client(), "Hi")
+    # Kept alive: a client dropped at once may drop its writes not yet sent (the correction).
+    first = client()
+    call(first, "Hi")
     tokens = f"{pfx}:limit:a|gpt-4.1-mini:tokens"
     wait_for(lambda: redis_cli(redis_url, "HGET", tokens, "=") == "90", within=3)
     # A fresh client: 90 of the fleet's 100 are spent, it needs about 21 (max_tokens 20),
