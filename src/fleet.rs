@@ -25,13 +25,34 @@
 //! per call: each process reports its counts every 100 ms, each report
 //! good for a second, and reads everyone's back.
 //!
+//! Client-side limits ([`FleetLimits`]) are the fleet's too: each bucket is
+//! three keys, `{prefix}:limit:{bucket}:leases` (a sorted set of the calls
+//! in flight, each scored by when its lease runs out), `:window` (the
+//! requests of the rolling minute, scored by when they started) and
+//! `:tokens` (each request's tokens, and their sum under `=`). A take that
+//! this process's own buckets allow runs one script that checks every
+//! bucket of the provider and charges them all or none (bounded by the
+//! state timeout and what the call can spare); corrections, unused
+//! requests and released slots go through the write queue. A lease runs
+//! out [`LEASE`] after it was last kept, so a process that dies holds no
+//! slot for longer; the writer keeps this process's live leases every
+//! [`KEEP_LEASES_EVERY`], one round trip for all of them (a stream open
+//! for minutes keeps its slot without a task of its own). With Redis away,
+//! the limits are this process's alone. A take whose answer never comes
+//! back (timed out, or its call cancelled meanwhile) may still have been
+//! charged: its lease, never kept, runs out on its own, and its start
+//! counts in the window (one too many, never one too few).
+//!
 //! Times in Redis are wall-clock (TTLs); the sleeper clock governs only the
-//! in-process mirror.
+//! in-process mirror. A limit's window is the exception: its requests are
+//! scored by the call's clock, so a wait it tells is one the call's clock
+//! keeps (exact under a FakeSleeper; a fleet's machines keep their clocks
+//! in step). A lease's expiry is Redis's own time, as a TTL is.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,7 +61,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::engine::{
-    Cause, Cooling, EngineState, ErrorKind, FleetState, Headroom, Health, LocalState, RetryBudget,
+    Blocked, Cause, Cooling, EngineState, ErrorKind, FleetAnswer, FleetLimits, FleetState,
+    Headroom, Health, Limit, LocalState, RetryBudget, FLEET_RECHECK,
 };
 
 /// Sets a cooldown: its key's expiry extended to `ARGV[1]` ms (never
@@ -93,6 +115,136 @@ end
 return 1
 "#;
 
+/// One request on every bucket, all or nothing. KEYS: per bucket, its
+/// leases, window and tokens. ARGV: the call's time (Unix ms), the
+/// request's tokens, its member name, the lease (ms); then per bucket its
+/// concurrency, rpm and tpm (0: none). Returns `{1}`, or the bucket that
+/// blocks longest: `{0, bucket, what (1 concurrency, 2 rpm, 3 tpm), when
+/// it has room (Unix ms, -1: when a call ends), in flight or used}`.
+/// Leases are timed by Redis, windows by the call. (Writes after `TIME`
+/// replicate as effects: the default since Redis 5, asked for before.)
+const TAKE: &str = r#"
+redis.replicate_commands()
+local now = tonumber(ARGV[1])
+local need = ARGV[2]
+local member = ARGV[3]
+local lease = tonumber(ARGV[4])
+local t = redis.call('TIME')
+local real = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local horizon = now - 60000
+local worst = nil
+for i = 0, #KEYS / 3 - 1 do
+  local leases, window, tokens = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
+  local most = tonumber(ARGV[5 + 3 * i])
+  local rpm = tonumber(ARGV[6 + 3 * i])
+  local tpm = tonumber(ARGV[7 + 3 * i])
+  local blocked = nil
+  if rpm > 0 or tpm > 0 then
+    local gone = redis.call('ZRANGEBYSCORE', window, '-inf', horizon)
+    if #gone > 0 then
+      redis.call('ZREMRANGEBYSCORE', window, '-inf', horizon)
+      for _, old in ipairs(gone) do
+        local n = redis.call('HGET', tokens, old)
+        if n then
+          redis.call('HDEL', tokens, old)
+          redis.call('HINCRBY', tokens, '=', string.format('%d', -tonumber(n)))
+        end
+      end
+    end
+  end
+  if most > 0 then
+    redis.call('ZREMRANGEBYSCORE', leases, '-inf', real)
+    local held = redis.call('ZCARD', leases)
+    if held >= most then blocked = {1, -1, held} end
+  end
+  if not blocked and rpm > 0 then
+    local started = redis.call('ZCARD', window)
+    if started >= rpm then
+      local nth = redis.call('ZRANGE', window, started - rpm, started - rpm, 'WITHSCORES')
+      blocked = {2, tonumber(nth[2]) + 60000, started}
+    end
+  end
+  if not blocked and tpm > 0 then
+    local used = tonumber(redis.call('HGET', tokens, '=') or '0')
+    local wanted = tonumber(need)
+    if used > 0 and used + wanted > tpm then
+      local at, freed = now, 0
+      local oldest = redis.call('ZRANGE', window, 0, -1, 'WITHSCORES')
+      for j = 1, #oldest, 2 do
+        freed = freed + tonumber(redis.call('HGET', tokens, oldest[j]) or '0')
+        at = tonumber(oldest[j + 1]) + 60000
+        if used - freed + wanted <= tpm then break end
+      end
+      blocked = {3, at, used}
+    end
+  end
+  if blocked and (not worst or blocked[2] == -1 or (worst[4] ~= -1 and blocked[2] > worst[4])) then
+    worst = {0, i, blocked[1], blocked[2], blocked[3]}
+  end
+end
+if worst then return worst end
+for i = 0, #KEYS / 3 - 1 do
+  local leases, window, tokens = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
+  if tonumber(ARGV[5 + 3 * i]) > 0 then
+    redis.call('ZADD', leases, real + lease, member)
+    redis.call('PEXPIRE', leases, lease + 1000)
+  end
+  if tonumber(ARGV[6 + 3 * i]) > 0 or tonumber(ARGV[7 + 3 * i]) > 0 then
+    redis.call('ZADD', window, now, member)
+    redis.call('PEXPIRE', window, 61000)
+  end
+  if tonumber(ARGV[7 + 3 * i]) > 0 then
+    redis.call('HSET', tokens, member, need)
+    redis.call('HINCRBY', tokens, '=', need)
+    redis.call('PEXPIRE', tokens, 61000)
+  end
+end
+return {1}
+"#;
+
+/// A request's tokens corrected to `ARGV[2]` in each bucket's tokens
+/// (KEYS), if it is still in the window there (member `ARGV[1]`).
+const CORRECT: &str = r#"
+for i = 1, #KEYS do
+  local old = redis.call('HGET', KEYS[i], ARGV[1])
+  if old then
+    redis.call('HSET', KEYS[i], ARGV[1], ARGV[2])
+    redis.call('HINCRBY', KEYS[i], '=', string.format('%d', tonumber(ARGV[2]) - tonumber(old)))
+  end
+end
+return 1
+"#;
+
+/// A request never sent leaves every bucket (KEYS: per bucket its leases,
+/// window and tokens; member `ARGV[1]`).
+const UNUSED: &str = r#"
+for i = 1, #KEYS, 3 do
+  redis.call('ZREM', KEYS[i], ARGV[1])
+  redis.call('ZREM', KEYS[i + 1], ARGV[1])
+  local old = redis.call('HGET', KEYS[i + 2], ARGV[1])
+  if old then
+    redis.call('HDEL', KEYS[i + 2], ARGV[1])
+    redis.call('HINCRBY', KEYS[i + 2], '=', string.format('%d', -tonumber(old)))
+  end
+end
+return 1
+"#;
+
+/// Live leases kept: each member `ARGV[i + 1]` of KEYS[i] runs out
+/// `ARGV[1]` ms from now (Redis's time), added again if it had run out
+/// (its call is still in flight).
+const KEEP_LEASES: &str = r#"
+redis.replicate_commands()
+local t = redis.call('TIME')
+local lease = tonumber(ARGV[1])
+local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], until_ms, ARGV[i + 1])
+  redis.call('PEXPIRE', KEYS[i], lease + 1000)
+end
+return 1
+"#;
+
 /// The scripts, hashed once (a retry's budget check runs one on its path).
 static COOL_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(COOL));
 static SPEND_RETRY_SCRIPT: LazyLock<redis::Script> =
@@ -101,6 +253,18 @@ static KEEP_PROBE_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(KEEP_PROBE));
 static RELEASE_PROBE_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(RELEASE_PROBE));
+static TAKE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(TAKE));
+static CORRECT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CORRECT));
+static UNUSED_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(UNUSED));
+static KEEP_LEASES_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(KEEP_LEASES));
+
+/// How long a call's slot in the fleet outlives the last time its process
+/// kept it: what a process that dies holds at most.
+pub const LEASE: Duration = Duration::from_secs(3);
+/// How often a process keeps its live leases (three times a lease: two
+/// missed in a row still hold the slot).
+pub const KEEP_LEASES_EVERY: Duration = Duration::from_secs(1);
 
 /// How often first attempts counted locally are flushed to the fleet.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -132,6 +296,34 @@ enum Write {
         key: String,
         holder: String,
     },
+    /// A request's tokens corrected (`keys`: its buckets' tokens).
+    Correct {
+        keys: Vec<String>,
+        member: String,
+        tokens: u64,
+    },
+    /// A request never sent (`keys`: per bucket, leases, window, tokens).
+    Unused {
+        keys: Vec<String>,
+        member: String,
+    },
+    /// A call's slots given back (`keys`: its buckets' leases).
+    Release {
+        keys: Vec<String>,
+        member: String,
+    },
+}
+
+/// A request this process charged in the fleet, until its permit drops.
+struct Charge {
+    /// Its name in the buckets' keys: this process and its number.
+    member: String,
+    /// Per bucket: leases, window and tokens keys.
+    keys: Vec<String>,
+    /// The leases it holds (of the buckets with a concurrency).
+    leases: Vec<String>,
+    /// The tokens keys it is charged in (of the buckets with a tpm).
+    tokens: Vec<String>,
 }
 
 /// What a client shares through Redis.
@@ -162,6 +354,10 @@ pub struct RedisState {
     id: String,
     /// The other processes' calls busy at each member, as last read.
     busy_elsewhere: Mutex<HashMap<String, u64>>,
+    /// The requests charged in the fleet's limits whose permits live, by
+    /// charge number.
+    charges: Mutex<HashMap<u64, Charge>>,
+    next_charge: AtomicU64,
 }
 
 impl std::fmt::Debug for RedisState {
@@ -281,6 +477,8 @@ impl RedisState {
             busy: Mutex::new(HashMap::new()),
             id: format!("{:016x}", rand::random::<u64>()),
             busy_elsewhere: Mutex::new(HashMap::new()),
+            charges: Mutex::new(HashMap::new()),
+            next_charge: AtomicU64::new(1),
         });
         handle.spawn(listen(Arc::downgrade(&state), client));
         handle.spawn(write(Arc::downgrade(&state), queue));
@@ -316,6 +514,24 @@ impl RedisState {
         }
     }
 
+    /// [`RedisState::ask`] for a caller that can await: the same bounds.
+    async fn ask_async<T>(
+        &self,
+        within: Option<Duration>,
+        question: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Asked<T> {
+        let bound = within.map_or(self.timeout, |w| w.min(self.timeout));
+        match tokio::time::timeout(bound, question).await {
+            Ok(answer) => Asked::Answer(answer),
+            Err(_) if bound < self.timeout => Asked::NoTimeToSpare,
+            Err(_) => Asked::TimedOut,
+        }
+    }
+
+    fn charges(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Charge>> {
+        self.charges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Notes how the last exchange with Redis went: a change is said once.
     fn went(&self, ok: bool, why: &str) {
         let was_down = self.down.swap(!ok, Ordering::SeqCst);
@@ -328,7 +544,8 @@ impl RedisState {
                  until Redis answers again"
             ),
             (true, true) => {
-                "Redis state is back: cooldowns and the retry budget are shared again".to_string()
+                "Redis state is back: cooldowns, the retry budget and limits are shared again"
+                    .to_string()
             }
             _ => return,
         };
@@ -364,6 +581,8 @@ impl RedisState {
 /// Writes in order, each bounded by the timeout; flushes counted calls.
 async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write>) {
     let mut flush = tokio::time::interval(FLUSH_EVERY);
+    let mut leases_kept = tokio::time::Instant::now();
+    let mut pinged = tokio::time::Instant::now();
     loop {
         let next = tokio::select! {
             write = queue.recv() => match write {
@@ -424,7 +643,52 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
                     .await
                     .map(|r| r.map(|_| ()))
             }
+            Some(Write::Correct {
+                keys,
+                member,
+                tokens,
+            }) => {
+                let mut call = CORRECT_SCRIPT.prepare_invoke();
+                for key in &keys {
+                    call.key(key);
+                }
+                call.arg(&member).arg(tokens);
+                tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
+                    .await
+                    .map(|r| r.map(|_| ()))
+            }
+            Some(Write::Unused { keys, member }) => {
+                let mut call = UNUSED_SCRIPT.prepare_invoke();
+                for key in &keys {
+                    call.key(key);
+                }
+                call.arg(&member);
+                tokio::time::timeout(this.timeout, call.invoke_async::<i64>(&mut conn))
+                    .await
+                    .map(|r| r.map(|_| ()))
+            }
+            Some(Write::Release { keys, member }) => {
+                let mut pipe = redis::pipe();
+                for key in &keys {
+                    pipe.cmd("ZREM").arg(key).arg(&member).ignore();
+                }
+                tokio::time::timeout(this.timeout, pipe.query_async::<()>(&mut conn)).await
+            }
             None => {
+                // Taken for down, Redis is asked nothing on a call's path
+                // (limits, the budget): asked here whether it is back.
+                if this.down.load(Ordering::SeqCst) && pinged.elapsed() >= RECONNECT_EVERY {
+                    pinged = tokio::time::Instant::now();
+                    let ping = redis::cmd("PING");
+                    let pong = ping.query_async::<()>(&mut conn);
+                    this.report(tokio::time::timeout(this.timeout, pong).await);
+                }
+                if leases_kept.elapsed() >= KEEP_LEASES_EVERY {
+                    leases_kept = tokio::time::Instant::now();
+                    if let Some(kept) = this.keep_leases(&mut conn).await {
+                        this.report(kept);
+                    }
+                }
                 let counted: Vec<((String, u64), u64)> = this
                     .calls
                     .lock()
@@ -487,6 +751,35 @@ async fn write(state: Weak<RedisState>, mut queue: mpsc::UnboundedReceiver<Write
 }
 
 impl RedisState {
+    /// Extends every live lease of this process by a [`LEASE`]: one script
+    /// for all of them; `None` when none is live.
+    async fn keep_leases(
+        &self,
+        conn: &mut ConnectionManager,
+    ) -> Option<Result<redis::RedisResult<()>, tokio::time::error::Elapsed>> {
+        let live: Vec<(String, String)> = self
+            .charges()
+            .values()
+            .flat_map(|charge| {
+                let member = &charge.member;
+                charge
+                    .leases
+                    .iter()
+                    .map(|key| (key.clone(), member.clone()))
+            })
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        let mut call = KEEP_LEASES_SCRIPT.prepare_invoke();
+        call.arg(u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX));
+        for (key, member) in &live {
+            call.key(key).arg(member);
+        }
+        let kept = tokio::time::timeout(self.timeout, call.invoke_async::<i64>(conn)).await;
+        Some(kept.map(|r| r.map(|_| ())))
+    }
+
     fn report(&self, done: Result<redis::RedisResult<()>, tokio::time::error::Elapsed>) {
         match done {
             Ok(Ok(())) => self.went(true, ""),
@@ -824,6 +1117,155 @@ impl EngineState for RedisState {
     }
 }
 
+/// Why the fleet's bucket `limit` refused a request of `need` tokens at
+/// `now`, from the take script's answer (`what`, `at_ms`, `count`).
+fn fleet_blocked(
+    limit: Limit,
+    need: u64,
+    now: SystemTime,
+    what: i64,
+    at_ms: i64,
+    count: i64,
+) -> Blocked {
+    let at = u64::try_from(at_ms)
+        .ok()
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+    let after = at.map_or(0.0, |at| {
+        at.duration_since(now).unwrap_or_default().as_secs_f64()
+    });
+    let why = match what {
+        1 => format!(
+            "at its concurrency limit in the fleet ({} in flight)",
+            limit
+                .concurrency
+                .unwrap_or_default()
+                .max(u32::try_from(count).unwrap_or(0))
+        ),
+        2 => format!("rpm limit in the fleet: capacity in {after:.1}s"),
+        _ => format!(
+            "tpm limit in the fleet ({count} of {} used, {need} needed): capacity in {after:.1}s",
+            limit.tpm.unwrap_or_default()
+        ),
+    };
+    // A slot held elsewhere frees unheard here: the waiter asks again.
+    let recheck = (what == 1).then_some(FLEET_RECHECK);
+    Blocked { why, at, recheck }
+}
+
+/// The limits are the fleet's: one script per take (see the module's doc).
+impl FleetLimits for RedisState {
+    fn take(
+        &self,
+        buckets: Vec<(String, Limit)>,
+        now: SystemTime,
+        tokens: u64,
+        within: Option<Duration>,
+    ) -> FleetAnswer<'_> {
+        Box::pin(async move {
+            if self.down.load(Ordering::SeqCst) {
+                return None;
+            }
+            let charge = self.next_charge.fetch_add(1, Ordering::Relaxed);
+            let member = self.holder(charge);
+            let mut keys = Vec::with_capacity(buckets.len() * 3);
+            let mut leases = Vec::new();
+            let mut charged = Vec::new();
+            let mut call = TAKE_SCRIPT.prepare_invoke();
+            call.arg(unix_ms(now))
+                .arg(tokens)
+                .arg(&member)
+                .arg(u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX));
+            for (name, limit) in &buckets {
+                let base = self.key("limit", name);
+                let (lease, window, tokens) = (
+                    format!("{base}:leases"),
+                    format!("{base}:window"),
+                    format!("{base}:tokens"),
+                );
+                call.key(&lease).key(&window).key(&tokens);
+                call.arg(limit.concurrency.unwrap_or(0))
+                    .arg(limit.rpm.unwrap_or(0))
+                    .arg(limit.tpm.unwrap_or(0));
+                if limit.concurrency.is_some() {
+                    leases.push(lease.clone());
+                }
+                if limit.tpm.is_some() {
+                    charged.push(tokens.clone());
+                }
+                keys.extend([lease, window, tokens]);
+            }
+            let mut conn = self.manager.clone();
+            let asked = self
+                .ask_async(within, call.invoke_async::<Vec<i64>>(&mut conn))
+                .await;
+            match asked {
+                Asked::Answer(Ok(reply)) => {
+                    self.went(true, "");
+                    if let [0, bucket, what, at_ms, count] = reply[..] {
+                        let limit = usize::try_from(bucket)
+                            .ok()
+                            .and_then(|b| buckets.get(b))
+                            .map_or_else(Limit::default, |(_, limit)| *limit);
+                        return Some(Err(fleet_blocked(limit, tokens, now, what, at_ms, count)));
+                    }
+                    self.charges().insert(
+                        charge,
+                        Charge {
+                            member,
+                            keys,
+                            leases,
+                            tokens: charged,
+                        },
+                    );
+                    Some(Ok(charge))
+                }
+                Asked::Answer(Err(e)) => {
+                    self.went(false, &e.to_string());
+                    None
+                }
+                Asked::TimedOut => {
+                    self.went(false, "no answer within the state timeout");
+                    None
+                }
+                Asked::NoTimeToSpare => None,
+            }
+        })
+    }
+
+    fn correct(&self, charge: u64, tokens: u64) {
+        let write = match self.charges().get(&charge) {
+            Some(charged) if !charged.tokens.is_empty() => Write::Correct {
+                keys: charged.tokens.clone(),
+                member: charged.member.clone(),
+                tokens,
+            },
+            _ => return,
+        };
+        let _ = self.writes.send(write);
+    }
+
+    fn unused(&self, charge: u64) {
+        if let Some(charged) = self.charges().remove(&charge) {
+            let _ = self.writes.send(Write::Unused {
+                keys: charged.keys,
+                member: charged.member,
+            });
+        }
+    }
+
+    fn release(&self, charge: u64) {
+        let Some(charged) = self.charges().remove(&charge) else {
+            return;
+        };
+        if !charged.leases.is_empty() {
+            let _ = self.writes.send(Write::Release {
+                keys: charged.leases,
+                member: charged.member,
+            });
+        }
+    }
+}
+
 impl FleetState for RedisState {
     fn cooldowns(&self, now: SystemTime) -> Vec<(String, Duration)> {
         self.mirror.cooldowns(now)
@@ -876,6 +1318,32 @@ impl FleetState for RedisState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_take_scripts_refusal_reads_as_the_limiters_own() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let limit = Limit {
+            concurrency: Some(4),
+            rpm: Some(60),
+            tpm: Some(1_000),
+        };
+        let held = fleet_blocked(limit, 10, now, 1, -1, 4);
+        assert_eq!(
+            held.why,
+            "at its concurrency limit in the fleet (4 in flight)"
+        );
+        assert_eq!((held.at, held.recheck), (None, Some(FLEET_RECHECK)));
+        let full = fleet_blocked(limit, 10, now, 2, 1_030_000, 60);
+        assert_eq!(full.why, "rpm limit in the fleet: capacity in 30.0s");
+        assert_eq!(full.at, Some(now + Duration::from_secs(30)));
+        assert_eq!(full.recheck, None);
+        let spent = fleet_blocked(limit, 10, now, 3, 1_002_500, 995);
+        assert_eq!(
+            spent.why,
+            "tpm limit in the fleet (995 of 1000 used, 10 needed): capacity in 2.5s"
+        );
+        assert_eq!(spent.wait(now), Some(Duration::from_millis(2_500)));
+    }
 
     #[test]
     fn a_long_window_is_counted_in_few_buckets() {

@@ -5,8 +5,6 @@ own, and a Redis that dies and comes back without a failed call."""
 from __future__ import annotations
 
 import logging
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -93,46 +91,6 @@ def test_the_shared_budget_caps_the_fleets_combined_retries(
             client.prompt("Hi")
     # The reserve is 0.2/s x 10 s = 2 retries for the whole fleet in the window.
     assert len(mock_server.requests) == 4 + 2
-
-
-@pytest.fixture
-def own_redis() -> Iterator[tuple[str, Any]]:
-    """A redis-server of this test's own, which it may kill and restart."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server on this machine")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    running: list[subprocess.Popen[bytes]] = []
-
-    def start() -> None:
-        running.append(
-            subprocess.Popen(
-                [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        wait_for(lambda: _accepts(port), within=5)
-
-    def stop() -> None:
-        process = running.pop()
-        process.kill()
-        process.wait(5)
-
-    start()
-    yield f"redis://127.0.0.1:{port}", (start, stop)
-    while running:
-        stop()
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.mark.mock_server(assert_all_used=False)

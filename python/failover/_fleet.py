@@ -57,14 +57,17 @@ class RedisState:
 
     Clients with the same ``url`` and ``prefix`` share cooldowns (a provider
     that asked one worker for quiet is left alone by all; when a cooldown
-    ends, one call in the fleet probes the provider), headroom and the retry
-    budget. ``url``: ``redis://``, ``rediss://`` (TLS; the system's
-    certificate roots, or ``SSL_CERT_FILE``) or ``unix://``.
-    Building it never waits on Redis; a call waits at most ``timeout`` for it
-    (only a retry's budget check and taking a probe ask Redis on the call's
-    path; cooldowns are read from a local copy Redis keeps fresh). With Redis down, slow or gone,
-    each client uses its in-process state, logs that once at WARNING, and
-    reconnects in the background.
+    ends, one call in the fleet probes the provider), headroom, the retry
+    budget and limits (a ``Limit``'s concurrency, rpm and tpm count every
+    process's calls; a crashed process's slots free within 3 s).
+    ``url``: ``redis://``, ``rediss://`` (TLS; the system's certificate
+    roots, or ``SSL_CERT_FILE``) or ``unix://``. Building it never waits on
+    Redis; a call waits at most ``timeout`` for it (only a retry's budget
+    check, taking a probe and a limited provider's take ask Redis on the
+    call's path; cooldowns are read from a local copy Redis keeps fresh).
+    With Redis down, slow or gone, each client uses its in-process state
+    (and limits), logs that once at WARNING, and reconnects in the
+    background.
     """
 
     __slots__ = ("_native", "_url", "prefix", "timeout")

@@ -118,7 +118,12 @@ class ClientLimits:
     """A client's limits as the core takes them: ``buckets`` (name,
     concurrency, rpm, tpm) and, per provider, the indexes of those it draws
     on for chat calls and streams (``chat``), for embeddings (``embed``),
-    and its quota's name."""
+    and its quota's name.
+
+    A bucket's name is what it is shared as with ``state=RedisState(...)``:
+    a provider's is its name and model (``"gpt|gpt-4.1-mini"``,
+    ``"gpt:embeddings|text-embedding-3-small"``), as its cooldowns are; a
+    pool's ``"pool NAME"``, a quota's ``"quota NAME"``."""
 
     __slots__ = ("buckets", "chat", "embed", "own_chat", "own_embed", "quota")
 
@@ -143,11 +148,12 @@ class ClientLimits:
 
         for name, provider in providers.items():
             if provider._limit is not None:
-                own = bucket(name, provider._limit)
+                own = bucket(f"{name}|{provider.model}", provider._limit)
                 self.own_chat[name] = own
                 self.chat[name].append(own)
             if provider._embedding_limit is not None:
-                own = bucket(f"{name}:embeddings", provider._embedding_limit)
+                model = provider.embedding_model or provider.model
+                own = bucket(f"{name}:embeddings|{model}", provider._embedding_limit)
                 self.own_embed[name] = own
                 self.embed[name].append(own)
         # A pool's and a quota's limits bound every call kind of their members.

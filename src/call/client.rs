@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::state_key::StateKey;
-use crate::engine::{FleetState, Health, Limit, Limiter, SharedState};
+use crate::engine::{FleetLimits, FleetState, Health, Limit, Limiter, SharedState};
 use crate::providers::{self, ProviderConfig};
 
 /// What a client holds for its calls, whatever face made it.
@@ -58,9 +58,15 @@ impl ProviderLimits {
 }
 
 impl Limits {
-    /// `buckets` (name and limit, in the order `providers` index them).
-    pub fn new(buckets: Vec<(String, Limit)>, providers: Vec<ProviderLimits>) -> Self {
-        let limiter = (!buckets.is_empty()).then(|| Limiter::new(buckets));
+    /// `buckets` (name and limit, in the order `providers` index them),
+    /// shared with the fleet's buckets of the same names when `fleet` is
+    /// given (the client's state is fleet-wide).
+    pub fn new(
+        buckets: Vec<(String, Limit)>,
+        providers: Vec<ProviderLimits>,
+        fleet: Option<Arc<dyn FleetLimits>>,
+    ) -> Self {
+        let limiter = (!buckets.is_empty()).then(|| Limiter::shared(buckets, fleet));
         Self { limiter, providers }
     }
 

@@ -32,6 +32,14 @@ pub trait Clock: Send + Sync {
     fn virtual_time(&self) -> Option<ManualClock> {
         None
     }
+    /// A pause of real time, whatever the clock: for what no virtual clock
+    /// knows of (a slot held in another process, whose release is heard by
+    /// asking again). Not recorded, and no virtual time passes for it: the
+    /// call is busy as it is during a request, holding the time no longer
+    /// than any such call does.
+    fn pause(&self, duration: Duration) -> SleepFuture {
+        Box::pin(tokio::time::sleep(duration))
+    }
     /// The call this clock is of has ended while the clock lives on (a
     /// stream read to its end, failed or closed, still referenced): from now
     /// on it holds nothing others wait for. A clock of its own has nothing

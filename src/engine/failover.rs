@@ -468,7 +468,13 @@ async fn find_room(
             if slot.limits.is_empty() {
                 return Ok((candidate, None));
             }
-            match limiter.take(slot.limits, now, slot.tokens, queued.as_ref()) {
+            // A fleet's answer is waited for as a retry's budget is: never
+            // with more than the call can spare.
+            let within = super::state::spare(remaining(clock));
+            let taken = limiter
+                .take(slot.limits, now, slot.tokens, queued.as_ref(), within)
+                .await;
+            match taken {
                 Ok(permit) => return Ok((candidate, Some(permit))),
                 Err(blocked) => {
                     reasons[candidate] = Some(blocked.why.clone());
@@ -548,12 +554,35 @@ async fn find_room(
                 });
             }
         }
+        // Room held in another process is freed unheard: asked again after
+        // a pause of real time (or when a call of this process makes room),
+        // bounded by the deadline. No virtual clock moves for it (nor to a
+        // known time another candidate has room at): that call is in
+        // flight, as a request would be.
+        let recheck = blocked_all
+            .iter()
+            .filter_map(|(_, blocked)| blocked.recheck)
+            .min();
         // In line from the first wait on: later calls are not let past it
-        // where it has no room; it looks again at once, in line.
-        let Some(in_line) = &queued else {
+        // where it has no room; it looks again at once, in line (unless
+        // only the fleet refused it: its lines here do not matter then).
+        if queued.is_none() {
             queued = Some(limiter.queue(clock));
-            continue;
+            if recheck.is_none() {
+                continue;
+            }
+        }
+        let Some(in_line) = &queued else {
+            unreachable!("in line from here on");
         };
+        if let Some(recheck) = recheck {
+            let pause = left.map_or(recheck, |left| left.min(recheck));
+            tokio::select! {
+                () = in_line.woken() => {}
+                () = clock.pause(pause) => {}
+            }
+            continue;
+        }
         let bound = [soonest.map(|(_, wait)| wait), left]
             .into_iter()
             .flatten()

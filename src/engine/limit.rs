@@ -8,8 +8,20 @@
 //! only the first in a line is woken when that bucket may have room, so a
 //! thousand waiters cost one wake-up per slot freed, not a thousand.
 //! Time is the wall time of the call's clock, as for cooldowns.
+//!
+//! With a fleet-wide store ([`FleetLimits`], Redis), the buckets are the
+//! fleet's: a take that this process's own buckets allow is then asked of
+//! the fleet (every bucket at once, all or nothing), and undone here if
+//! the fleet has no room. This process's buckets stay the first check (a
+//! take they refuse costs no round trip), the fallback while the fleet
+//! cannot be asked, and the place of the queue: calls wait in arrival
+//! order within their process only. A process's own releases wake its
+//! waiters; another process's are seen by asking again
+//! ([`Blocked::recheck`]).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -20,6 +32,42 @@ use super::hints::Headroom;
 
 /// The rolling window of `rpm` and `tpm`.
 pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// How long a call waiting for a slot that another process holds waits
+/// before it asks the fleet again (its own process's releases wake it at
+/// once): real time, through [`super::Clock::pause`].
+pub const FLEET_RECHECK: Duration = Duration::from_millis(100);
+
+/// A future a fleet-wide store answers with.
+pub type FleetAnswer<'a> = Pin<Box<dyn Future<Output = Option<Result<u64, Blocked>>> + Send + 'a>>;
+
+/// The client's limits shared with other processes (Redis, in
+/// `crate::fleet`): the limiter asks it once per take, after its own
+/// buckets said yes.
+pub trait FleetLimits: Send + Sync + std::fmt::Debug {
+    /// One request of about `tokens` tokens on every bucket of `buckets`
+    /// (the fleet's name of each, and its limit), at `now` (the call's wall
+    /// clock), all or nothing, waiting at most `within` for the answer.
+    /// `Some(Ok(charge))`: taken, and `charge` names it to
+    /// [`FleetLimits::correct`], [`FleetLimits::unused`] and
+    /// [`FleetLimits::release`]. `Some(Err(..))`: a bucket of the fleet has
+    /// no room. `None`: the fleet could not be asked (away, slow, or no time
+    /// to spare): this process's buckets decide alone.
+    fn take(
+        &self,
+        buckets: Vec<(String, Limit)>,
+        now: SystemTime,
+        tokens: u64,
+        within: Option<Duration>,
+    ) -> FleetAnswer<'_>;
+    /// The request's tokens are now known to be `tokens` (as
+    /// [`Permit::correct`]).
+    fn correct(&self, charge: u64, tokens: u64);
+    /// The request was never sent: its start and tokens leave the window.
+    fn unused(&self, charge: u64);
+    /// The request's slot is given back (its permit dropped).
+    fn release(&self, charge: u64);
+}
 
 /// What one limit allows; `None`: no bound of that kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +91,10 @@ pub struct Blocked {
     /// (a window or a reset); `None`: when a call in flight ends, or a call
     /// waiting before it is served.
     pub at: Option<SystemTime>,
+    /// Room is held in another process (the fleet's concurrency): its
+    /// release goes unheard here, so ask again after this long in real
+    /// time ([`super::Clock::pause`]). `None`: this process hears it.
+    pub recheck: Option<Duration>,
 }
 
 impl Blocked {
@@ -109,6 +161,7 @@ impl Bucket {
             return Some(Blocked {
                 why: format!("calls waiting for its capacity go first ({ahead} waiting)"),
                 at: None,
+                recheck: None,
             });
         }
         self.lacks_room(now, need)
@@ -137,6 +190,7 @@ impl Bucket {
             return Some(Blocked {
                 why: format!("{why}: capacity in {:.1}s", after(*until)),
                 at: Some(*until),
+                recheck: None,
             });
         }
         if let Some(most) = self.limit.concurrency {
@@ -148,6 +202,7 @@ impl Bucket {
                             .map_or("its".to_string(), |name| format!("{name}'s"))
                     ),
                     at: None,
+                    recheck: None,
                 });
             }
         }
@@ -158,6 +213,7 @@ impl Bucket {
                     after(reset)
                 ),
                 at: Some(reset),
+                recheck: None,
             });
         }
         if let Some(rpm) = self.limit.rpm {
@@ -168,6 +224,7 @@ impl Bucket {
                 return Some(Blocked {
                     why: format!("{}rpm limit: capacity in {:.1}s", self.of(), after(at)),
                     at: Some(at),
+                    recheck: None,
                 });
             }
         }
@@ -180,6 +237,7 @@ impl Bucket {
                         after(reset)
                     ),
                     at: Some(reset),
+                    recheck: None,
                 });
             }
         }
@@ -204,6 +262,7 @@ impl Bucket {
                         after(at)
                     ),
                     at: Some(at),
+                    recheck: None,
                 });
             }
         }
@@ -251,12 +310,20 @@ struct Buckets {
 #[derive(Debug, Default)]
 pub struct Limiter {
     state: Mutex<Buckets>,
+    /// The fleet the buckets are shared with, if any.
+    fleet: Option<Arc<dyn FleetLimits>>,
 }
 
 impl Limiter {
     /// A limiter with one bucket per `(name, limit)`, in that order: a
     /// slot's limits are indexes into it.
     pub fn new(limits: Vec<(String, Limit)>) -> Arc<Self> {
+        Self::shared(limits, None)
+    }
+
+    /// A limiter whose buckets are shared with the fleet's of the same
+    /// names (with `None`, [`Limiter::new`]).
+    pub fn shared(limits: Vec<(String, Limit)>, fleet: Option<Arc<dyn FleetLimits>>) -> Arc<Self> {
         let buckets = limits
             .into_iter()
             .map(|(name, limit)| Bucket {
@@ -276,6 +343,7 @@ impl Limiter {
                 buckets,
                 next_id: 1,
             }),
+            fleet,
         })
     }
 
@@ -284,11 +352,52 @@ impl Limiter {
     }
 
     /// A permit for one request of about `tokens` tokens on every bucket of
-    /// `limits`, at `now`; or why not, from the bucket that will take
-    /// longest to have room. A waiting call (`queued`) is then in line on
-    /// each of these buckets that has no room for it (or calls before it),
-    /// and out of line on the others; served, it leaves every line of them.
-    pub fn take(
+    /// `limits`, at `now`, for a call holding `queued` (see [`Limiter::take_here`]); or why not. In this
+    /// process first ([`Limiter::take_here`]), then in the fleet, if there
+    /// is one, waiting at most `within` for it (with no answer in time,
+    /// this process's permit stands).
+    pub async fn take(
+        self: &Arc<Self>,
+        limits: &[usize],
+        now: SystemTime,
+        tokens: u64,
+        queued: Option<&Queued>,
+        within: Option<Duration>,
+    ) -> Result<Permit, Blocked> {
+        let mut permit = self.take_here(limits, now, tokens, queued)?;
+        let Some(fleet) = &self.fleet else {
+            return Ok(permit);
+        };
+        let buckets = {
+            let state = self.lock();
+            limits
+                .iter()
+                .map(|&index| {
+                    let bucket = &state.buckets[index];
+                    (bucket.name.clone(), bucket.limit)
+                })
+                .collect()
+        };
+        match fleet.take(buckets, now, tokens, within).await {
+            Some(Ok(charge)) => {
+                permit.fleet = Some(charge);
+                Ok(permit)
+            }
+            Some(Err(blocked)) => {
+                permit.forget();
+                Err(blocked)
+            }
+            None => Ok(permit),
+        }
+    }
+
+    /// A permit for one request of about `tokens` tokens on every bucket of
+    /// `limits`, at `now`, in this process only; or why not, from the
+    /// bucket that will take longest to have room. A waiting call
+    /// (`queued`) is then in line on each of these buckets that has no room
+    /// for it (or calls before it), and out of line on the others; served,
+    /// it leaves every line of them.
+    pub fn take_here(
         self: &Arc<Self>,
         limits: &[usize],
         now: SystemTime,
@@ -348,6 +457,7 @@ impl Limiter {
             limits: limits.to_vec(),
             charge,
             holds_slot,
+            fleet: None,
         })
     }
 
@@ -366,17 +476,6 @@ impl Limiter {
             limiter: Arc::clone(self),
             ticket,
             wake: Arc::new(wake),
-        }
-    }
-
-    /// Takes `queued` out of line on every bucket but those of `keep`: the
-    /// providers it no longer waits for.
-    pub fn keep_in_line(&self, queued: &Queued, keep: &[usize]) {
-        let mut state = self.lock();
-        for (index, bucket) in state.buckets.iter_mut().enumerate() {
-            if !keep.contains(&index) {
-                bucket.leave(queued.ticket);
-            }
         }
     }
 
@@ -419,13 +518,16 @@ impl Limiter {
 }
 
 /// One request's share of its buckets: its slot (given back when dropped)
-/// and its tokens in the window (corrected once the usage is known).
+/// and its tokens in the window (corrected once the usage is known), here
+/// and, with a fleet, in the fleet.
 #[derive(Debug)]
 pub struct Permit {
     limiter: Arc<Limiter>,
     limits: Vec<usize>,
     charge: u64,
     holds_slot: bool,
+    /// Its charge in the fleet (`None`: taken in this process only).
+    fleet: Option<u64>,
 }
 
 impl Permit {
@@ -441,6 +543,28 @@ impl Permit {
                 bucket.wake_first();
             }
         }
+        drop(state);
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet) {
+            fleet.correct(charge, tokens);
+        }
+    }
+
+    /// Takes back what [`Limiter::take_here`] charged, without waking the
+    /// waiters: no room was made (the fleet refused it), and a wake would
+    /// send each of them to ask the fleet in vain.
+    fn forget(mut self) {
+        let mut state = self.limiter.lock();
+        for &index in &self.limits {
+            let bucket = &mut state.buckets[index];
+            bucket.starts.retain(|e| e.0 != self.charge);
+            bucket.tokens.retain(|e| e.0 != self.charge);
+            if self.holds_slot && bucket.limit.concurrency.is_some() {
+                bucket.in_flight = bucket.in_flight.saturating_sub(1);
+            }
+        }
+        drop(state);
+        self.holds_slot = false;
+        self.fleet = None;
     }
 
     /// The request was never sent (the call went elsewhere after all, or
@@ -456,11 +580,17 @@ impl Permit {
         }
         // (Given back before `self` drops and gives its slot back.)
         drop(state);
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet) {
+            fleet.unused(charge);
+        }
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        if let (Some(fleet), Some(charge)) = (&self.limiter.fleet, self.fleet.take()) {
+            fleet.release(charge);
+        }
         if !self.holds_slot {
             return;
         }
@@ -542,6 +672,133 @@ impl Drop for Queued {
 mod tests {
     use super::*;
 
+    /// A fleet that answers as told and records what it was told.
+    #[derive(Debug, Default)]
+    struct FakeFleet {
+        /// The next answers, in order (none left: taken).
+        answers: Mutex<VecDeque<Option<Result<u64, Blocked>>>>,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl FakeFleet {
+        fn answering(answers: Vec<Option<Result<u64, Blocked>>>) -> Arc<Self> {
+            Arc::new(Self {
+                answers: Mutex::new(answers.into()),
+                seen: Mutex::default(),
+            })
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    impl FleetLimits for FakeFleet {
+        fn take(
+            &self,
+            buckets: Vec<(String, Limit)>,
+            _now: SystemTime,
+            tokens: u64,
+            _within: Option<Duration>,
+        ) -> FleetAnswer<'_> {
+            let names: Vec<String> = buckets.into_iter().map(|(name, _)| name).collect();
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("take {} {tokens}", names.join(",")));
+            let answer = self
+                .answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Some(Ok(1)));
+            Box::pin(std::future::ready(answer))
+        }
+        fn correct(&self, charge: u64, tokens: u64) {
+            self.seen
+                .lock()
+                .unwrap()
+                .push(format!("correct {charge} {tokens}"));
+        }
+        fn unused(&self, charge: u64) {
+            self.seen.lock().unwrap().push(format!("unused {charge}"));
+        }
+        fn release(&self, charge: u64) {
+            self.seen.lock().unwrap().push(format!("release {charge}"));
+        }
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn fleet_limiter(fleet: &Arc<FakeFleet>) -> Arc<Limiter> {
+        let limit = Limit {
+            concurrency: Some(1),
+            ..Limit::default()
+        };
+        let shared = Arc::clone(fleet) as Arc<dyn FleetLimits>;
+        Limiter::shared(vec![("a|m".into(), limit)], Some(shared))
+    }
+
+    #[test]
+    fn a_take_this_process_allows_is_asked_of_the_fleet_once_and_given_back_there() {
+        let fleet = FakeFleet::answering(vec![Some(Ok(7))]);
+        let l = fleet_limiter(&fleet);
+        let permit = block_on(l.take(&[0], at(0), 40, None, None)).unwrap();
+        permit.correct(12);
+        // Refused here (this process holds the slot): the fleet is not asked.
+        assert!(block_on(l.take(&[0], at(0), 1, None, None)).is_err());
+        drop(permit);
+        assert_eq!(fleet.seen(), ["take a|m 40", "correct 7 12", "release 7"]);
+        let unsent = block_on(l.take(&[0], at(0), 5, None, None)).unwrap();
+        unsent.unused();
+        assert_eq!(&fleet.seen()[3..], ["take a|m 5", "unused 1", "release 1"]);
+    }
+
+    #[test]
+    fn the_fleets_refusal_undoes_the_take_here_without_waking_waiters() {
+        let held = Blocked {
+            why: "at its concurrency limit in the fleet (1 in flight)".into(),
+            at: None,
+            recheck: Some(FLEET_RECHECK),
+        };
+        let fleet = FakeFleet::answering(vec![Some(Err(held.clone()))]);
+        let l = fleet_limiter(&fleet);
+        // A call in line here (the slot held), first when the slot frees.
+        let clock = TokioClock::new();
+        let held_here = l.take_here(&[0], at(0), 0, None).unwrap();
+        let waiter = l.queue(&clock);
+        assert!(l.take_here(&[0], at(0), 0, Some(&waiter)).is_err());
+        drop(held_here);
+        assert!(futures_util::FutureExt::now_or_never(waiter.woken()).is_some());
+        drop(waiter);
+        assert_eq!(
+            block_on(l.take(&[0], at(0), 0, None, None)).unwrap_err(),
+            held
+        );
+        assert_eq!(l.in_flight(0), 0);
+        // Nothing to give back in the fleet either.
+        assert_eq!(fleet.seen(), ["take a|m 0"]);
+    }
+
+    #[test]
+    fn with_the_fleet_unasked_the_processs_own_buckets_decide() {
+        let fleet = FakeFleet::answering(vec![None]);
+        let l = fleet_limiter(&fleet);
+        let permit = block_on(l.take(&[0], at(0), 0, None, None)).unwrap();
+        assert_eq!(l.in_flight(0), 1);
+        permit.correct(3);
+        drop(permit);
+        // Only the take reached the fleet: the permit has no charge there.
+        assert_eq!(fleet.seen(), ["take a|m 0"]);
+        assert_eq!(l.in_flight(0), 0);
+    }
+
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + secs)
     }
@@ -558,13 +815,13 @@ mod tests {
             concurrency: Some(2),
             ..Limit::default()
         });
-        let a = l.take(&[0], at(0), 0, None).unwrap();
-        let _b = l.take(&[0], at(0), 0, None).unwrap();
-        let blocked = l.take(&[0], at(0), 0, None).unwrap_err();
+        let a = l.take_here(&[0], at(0), 0, None).unwrap();
+        let _b = l.take_here(&[0], at(0), 0, None).unwrap();
+        let blocked = l.take_here(&[0], at(0), 0, None).unwrap_err();
         assert_eq!(blocked.why, "at its concurrency limit (2 in flight)");
         assert_eq!(blocked.at, None);
         drop(a);
-        assert!(l.take(&[0], at(0), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, None).is_ok());
     }
 
     #[test]
@@ -573,14 +830,14 @@ mod tests {
             rpm: Some(2),
             ..Limit::default()
         });
-        drop(l.take(&[0], at(0), 0, None).unwrap());
-        drop(l.take(&[0], at(10), 0, None).unwrap());
-        let blocked = l.take(&[0], at(30), 0, None).unwrap_err();
+        drop(l.take_here(&[0], at(0), 0, None).unwrap());
+        drop(l.take_here(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take_here(&[0], at(30), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(60)));
         assert_eq!(blocked.why, "rpm limit: capacity in 30.0s");
-        assert!(l.take(&[0], at(60), 0, None).is_ok());
-        assert!(l.take(&[0], at(61), 0, None).is_err());
-        assert!(l.take(&[0], at(70), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(60), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(61), 0, None).is_err());
+        assert!(l.take_here(&[0], at(70), 0, None).is_ok());
     }
 
     #[test]
@@ -589,20 +846,20 @@ mod tests {
             tpm: Some(1000),
             ..Limit::default()
         });
-        let first = l.take(&[0], at(0), 800, None).unwrap();
-        let blocked = l.take(&[0], at(1), 300, None).unwrap_err();
+        let first = l.take_here(&[0], at(0), 800, None).unwrap();
+        let blocked = l.take_here(&[0], at(1), 300, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(60)));
         // The answer used 100 tokens: the estimate is replaced, not added to.
         first.correct(100);
         first.correct(100);
-        let _second = l.take(&[0], at(2), 900, None).unwrap();
-        assert!(l.take(&[0], at(3), 1, None).is_err());
+        let _second = l.take_here(&[0], at(2), 900, None).unwrap();
+        assert!(l.take_here(&[0], at(3), 1, None).is_err());
         // A request bigger than the limit goes once the window is empty.
         let l = limiter(Limit {
             tpm: Some(10),
             ..Limit::default()
         });
-        assert!(l.take(&[0], at(0), 50, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 50, None).is_ok());
     }
 
     #[test]
@@ -612,20 +869,20 @@ mod tests {
             concurrency: Some(1),
             ..Limit::default()
         });
-        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let held = l.take_here(&[0], at(0), 0, None).unwrap();
         let first = l.queue(&clock);
         let second = l.queue(&clock);
         // Each finds no room and gets in line, in the order of its ticket.
-        assert!(l.take(&[0], at(0), 0, Some(&second)).is_err());
-        assert!(l.take(&[0], at(0), 0, Some(&first)).is_err());
+        assert!(l.take_here(&[0], at(0), 0, Some(&second)).is_err());
+        assert!(l.take_here(&[0], at(0), 0, Some(&first)).is_err());
         drop(held);
         // A newcomer and the second in line wait behind the first.
-        let blocked = l.take(&[0], at(0), 0, None).unwrap_err();
+        let blocked = l.take_here(&[0], at(0), 0, None).unwrap_err();
         assert_eq!(
             blocked.why,
             "calls waiting for its capacity go first (2 waiting)"
         );
-        let blocked = l.take(&[0], at(0), 0, Some(&second)).unwrap_err();
+        let blocked = l.take_here(&[0], at(0), 0, Some(&second)).unwrap_err();
         assert_eq!(
             blocked.why,
             "calls waiting for its capacity go first (1 waiting)"
@@ -633,12 +890,12 @@ mod tests {
         // Only the first was woken by the freed slot.
         assert!(futures_util::FutureExt::now_or_never(first.woken()).is_some());
         assert!(futures_util::FutureExt::now_or_never(second.woken()).is_none());
-        let served = l.take(&[0], at(0), 0, Some(&first)).unwrap();
+        let served = l.take_here(&[0], at(0), 0, Some(&first)).unwrap();
         // Served, the first left the line: the second is first now, and is
         // woken when the slot is given back.
         drop(served);
         assert!(futures_util::FutureExt::now_or_never(second.woken()).is_some());
-        assert!(l.take(&[0], at(0), 0, Some(&second)).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, Some(&second)).is_ok());
     }
 
     #[test]
@@ -648,13 +905,13 @@ mod tests {
             concurrency: Some(1),
             ..Limit::default()
         });
-        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let held = l.take_here(&[0], at(0), 0, None).unwrap();
         let waiter = l.queue(&clock);
-        assert!(l.take(&[0], at(0), 0, Some(&waiter)).is_err());
+        assert!(l.take_here(&[0], at(0), 0, Some(&waiter)).is_err());
         drop(held);
-        assert!(l.take(&[0], at(0), 0, None).is_err());
+        assert!(l.take_here(&[0], at(0), 0, None).is_err());
         drop(waiter);
-        assert!(l.take(&[0], at(0), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, None).is_ok());
     }
 
     #[test]
@@ -676,15 +933,16 @@ mod tests {
                 },
             ),
         ]);
-        let held = l.take(&[0], at(0), 0, None).unwrap();
+        let held = l.take_here(&[0], at(0), 0, None).unwrap();
         let waiter = l.queue(&clock);
-        assert!(l.take(&[0, 1], at(0), 0, Some(&waiter)).is_err());
+        assert!(l.take_here(&[0, 1], at(0), 0, Some(&waiter)).is_err());
         // The quota has room: a call needing only it is not held back.
-        assert!(l.take(&[1], at(0), 0, None).is_ok());
-        // Out of line where it no longer waits.
-        l.keep_in_line(&waiter, &[]);
+        assert!(l.take_here(&[1], at(0), 0, None).is_ok());
+        // In line where it has no room: a newcomer waits behind it there.
         drop(held);
-        assert!(l.take(&[0], at(0), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(0), 0, None).is_err());
+        drop(waiter);
+        assert!(l.take_here(&[0], at(0), 0, None).is_ok());
     }
 
     #[test]
@@ -694,9 +952,9 @@ mod tests {
             ..Limit::default()
         });
         l.close(&[0], at(5), "rate limited");
-        let blocked = l.take(&[0], at(1), 0, None).unwrap_err();
+        let blocked = l.take_here(&[0], at(1), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(5)));
-        assert!(l.take(&[0], at(5), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(5), 0, None).is_ok());
         let headroom = Headroom {
             requests: Some(1),
             tokens: None,
@@ -704,10 +962,10 @@ mod tests {
             tokens_reset: None,
         };
         l.saw_headroom(&[0], at(6), &headroom);
-        assert!(l.take(&[0], at(7), 0, None).is_ok());
-        let blocked = l.take(&[0], at(8), 0, None).unwrap_err();
+        assert!(l.take_here(&[0], at(7), 0, None).is_ok());
+        let blocked = l.take_here(&[0], at(8), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(20)));
-        assert!(l.take(&[0], at(20), 0, None).is_ok());
+        assert!(l.take_here(&[0], at(20), 0, None).is_ok());
     }
 
     #[test]
@@ -728,12 +986,12 @@ mod tests {
                 },
             ),
         ]);
-        drop(l.take(&[1], at(0), 0, None).unwrap());
-        drop(l.take(&[0], at(10), 0, None).unwrap());
-        let blocked = l.take(&[0, 1], at(20), 0, None).unwrap_err();
+        drop(l.take_here(&[1], at(0), 0, None).unwrap());
+        drop(l.take_here(&[0], at(10), 0, None).unwrap());
+        let blocked = l.take_here(&[0, 1], at(20), 0, None).unwrap_err();
         assert_eq!(blocked.at, Some(at(70)));
         // Nothing was taken from the bucket that had room.
-        let blocked = l.take(&[1], at(61), 0, None);
+        let blocked = l.take_here(&[1], at(61), 0, None);
         assert!(blocked.is_ok());
     }
 }

@@ -22,7 +22,7 @@ pub use failover::{
     CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
 pub use hints::{Headers, Headroom};
-pub use limit::{Blocked, Limit, Limiter, Permit, Queued};
+pub use limit::{Blocked, FleetAnswer, FleetLimits, Limit, Limiter, Permit, Queued, FLEET_RECHECK};
 pub use policy::{Backoff, Preset, RetryPolicy};
 pub use state::{
     Cause, Cooling, EngineState, FleetState, Health, LocalState, RetryBudget, SharedState,

@@ -1,7 +1,8 @@
 //! A call under the client's limits, through `run_from` on a manual clock:
 //! a provider without room passed over, a wait for the first to have it,
 //! the deadline and the policy's cap on that wait, a retry's room, a
-//! hinted 429 closing the limits and cooling the quota.
+//! hinted 429 closing the limits and cooling the quota, a slot held in
+//! another process asked for again after pauses of real time.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::classify::{ErrorKind, Failure};
 use super::clock::{Clock, ManualClock};
 use super::failover::*;
-use super::limit::{Limit, Limiter};
+use super::limit::{Blocked, FleetAnswer, FleetLimits, Limit, Limiter, FLEET_RECHECK};
 use super::policy::RetryPolicy;
 use super::state::{FleetState, LocalState};
 
@@ -81,6 +82,11 @@ impl Setup {
     }
 
     fn call(&self, script: Vec<Result<&'static str, Failure>>) -> Run {
+        futures_util::FutureExt::now_or_never(self.run(script))
+            .expect("only the manual clock is waited on")
+    }
+
+    async fn run(&self, script: Vec<Result<&'static str, Failure>>) -> Run {
         let slots: Vec<ProviderSlot> = (0..self.keys.len())
             .map(|i| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
@@ -105,7 +111,7 @@ impl Setup {
         };
         let script = Mutex::new(VecDeque::from(script));
         let called = Mutex::new(Vec::new());
-        let result = futures_util::FutureExt::now_or_never(run_from(
+        let result = run_from(
             &spec,
             None,
             &self.clock,
@@ -116,8 +122,8 @@ impl Setup {
                 let next = script.lock().unwrap().pop_front().expect("script ran out");
                 async move { next }
             },
-        ))
-        .expect("only the manual clock is waited on");
+        )
+        .await;
         Run {
             called: called.into_inner().unwrap(),
             result,
@@ -131,7 +137,11 @@ impl Setup {
     /// Fills bucket `index`'s rpm window now.
     fn spend_rpm(&self, index: usize, requests: u32) {
         for _ in 0..requests {
-            drop(self.limiter.take(&[index], self.now(), 0, None).unwrap());
+            drop(
+                self.limiter
+                    .take_here(&[index], self.now(), 0, None)
+                    .unwrap(),
+            );
         }
     }
 }
@@ -153,7 +163,7 @@ fn concurrency(n: u32) -> Limit {
 #[test]
 fn a_provider_without_room_is_passed_over_for_the_next_with_it() {
     let setup = Setup::new(vec![concurrency(1)], vec![vec![0], vec![]]);
-    let held = setup.limiter.take(&[0], setup.now(), 0, None).unwrap();
+    let held = setup.limiter.take_here(&[0], setup.now(), 0, None).unwrap();
     let run = setup.call(vec![Ok("b")]);
     assert_eq!(run.called, [1]);
     assert_eq!(
@@ -220,7 +230,12 @@ fn room_later_than_the_policy_waits_on_the_last_provider_ends_the_call() {
     );
     // 10 tokens charged now; the window frees in 60 s; the last provider's
     // cap is 60 s: waited. At 61 s it would not be.
-    drop(setup.limiter.take(&[0], setup.now(), 10, None).unwrap());
+    drop(
+        setup
+            .limiter
+            .take_here(&[0], setup.now(), 10, None)
+            .unwrap(),
+    );
     let run = setup.call(vec![Ok("a")]);
     assert_eq!(run.called, [0]);
     assert_eq!(run.result.unwrap().attempts[0].waited, secs(60.0));
@@ -248,7 +263,10 @@ fn a_hinted_429_closes_the_providers_limits_until_the_hint_runs_out() {
     let run = setup.call(vec![rate_limited("30"), Ok("b")]);
     assert_eq!(run.called, [0, 1]);
     // p0 cools; and its limits let nothing through for those 30 s either.
-    let blocked = setup.limiter.take(&[0], setup.now(), 0, None).unwrap_err();
+    let blocked = setup
+        .limiter
+        .take_here(&[0], setup.now(), 0, None)
+        .unwrap_err();
     assert_eq!(blocked.why, "rate limited: capacity in 30.0s");
 }
 
@@ -296,12 +314,12 @@ fn a_provider_whose_quota_cooled_during_the_call_is_no_candidate_for_room() {
         vec![vec![], vec![0], vec![1], vec![]],
     );
     setup.quotas = vec![Some("quota q".into()), None, Some("quota q".into()), None];
-    let _held = setup.limiter.take(&[0], setup.now(), 0, None).unwrap();
+    let _held = setup.limiter.take_here(&[0], setup.now(), 0, None).unwrap();
     let run = setup.call(vec![rate_limited("30"), Ok("p3")]);
     assert_eq!(run.called, [0, 3], "{:?}", run.skipped());
     // p2 was never charged: its window is empty.
     for _ in 0..100 {
-        drop(setup.limiter.take(&[1], setup.now(), 0, None).unwrap());
+        drop(setup.limiter.take_here(&[1], setup.now(), 0, None).unwrap());
     }
 }
 
@@ -326,7 +344,7 @@ fn a_charge_taken_for_a_call_out_of_time_is_given_back() {
     setup.deadline = Some(Duration::ZERO);
     let run = setup.call(vec![]);
     assert!(run.called.is_empty());
-    assert!(setup.limiter.take(&[0], setup.now(), 0, None).is_ok());
+    assert!(setup.limiter.take_here(&[0], setup.now(), 0, None).is_ok());
 }
 
 #[test]
@@ -369,4 +387,105 @@ fn a_success_gives_its_permit_to_the_caller_who_holds_the_slot() {
     assert_eq!(setup.limiter.in_flight(0), 1);
     drop(success);
     assert_eq!(setup.limiter.in_flight(0), 0);
+}
+
+/// A fleet where another process holds the only slot for `held` asks.
+#[derive(Debug)]
+struct HeldElsewhere {
+    held: Mutex<u32>,
+    asked: Mutex<u32>,
+}
+
+impl FleetLimits for HeldElsewhere {
+    fn take(
+        &self,
+        _buckets: Vec<(String, Limit)>,
+        _now: SystemTime,
+        _tokens: u64,
+        _within: Option<Duration>,
+    ) -> FleetAnswer<'_> {
+        *self.asked.lock().unwrap() += 1;
+        let mut held = self.held.lock().unwrap();
+        let answer = if *held > 0 {
+            *held -= 1;
+            Err(Blocked {
+                why: "at its concurrency limit in the fleet (1 in flight)".into(),
+                at: None,
+                recheck: Some(FLEET_RECHECK),
+            })
+        } else {
+            Ok(1)
+        };
+        Box::pin(std::future::ready(Some(answer)))
+    }
+    fn correct(&self, _: u64, _: u64) {}
+    fn unused(&self, _: u64) {}
+    fn release(&self, _: u64) {}
+}
+
+// Tokio's paused clock: the real-time pauses pass at once, exactly.
+#[tokio::test(start_paused = true)]
+async fn a_slot_held_in_another_process_is_asked_for_again_in_real_time() {
+    let fleet = Arc::new(HeldElsewhere {
+        held: Mutex::new(3),
+        asked: Mutex::new(0),
+    });
+    let mut setup = Setup::new(vec![], vec![vec![0]]);
+    let shared = Arc::clone(&fleet) as Arc<dyn FleetLimits>;
+    setup.limiter = Limiter::shared(vec![("b0".into(), concurrency(1))], Some(shared));
+    setup.deadline = Some(secs(1.0));
+    let virtual_start = setup.clock.now();
+    let real_start = tokio::time::Instant::now();
+    let run = setup.run(vec![Ok("a")]).await;
+    assert_eq!(run.called, [0]);
+    assert_eq!(*fleet.asked.lock().unwrap(), 4);
+    assert_eq!(real_start.elapsed(), FLEET_RECHECK * 3);
+    // The manual clock neither recorded the pauses nor moved for them: the
+    // deadline (1 s, of the manual clock) is not what they spend.
+    assert!(setup.clock.sleeps().is_empty());
+    assert_eq!(setup.clock.now(), virtual_start);
+    // On a clock that does move (real time), the deadline ends the wait.
+    drop(run);
+    *fleet.held.lock().unwrap() = u32::MAX;
+    setup.deadline = Some(secs(0.25));
+    let clock = super::clock::TokioClock::new();
+    let slots = [ProviderSlot {
+        overloaded_statuses: OVERLOADED,
+        state_key: "p0",
+        unable: None,
+        limits: &[0],
+        own_limit: Some(0),
+        tokens: 10,
+        quota_key: None,
+    }];
+    let policy = RetryPolicy::default();
+    let spec = CallSpec {
+        call_id: "c",
+        providers: &slots,
+        policy: &policy,
+        attempt_timeout: secs(60.0),
+        deadline: setup.deadline,
+        spent: Duration::ZERO,
+        state: None,
+        limiter: Some(&setup.limiter),
+    };
+    let result = run_from(
+        &spec,
+        None,
+        &clock,
+        &mut || 0.0,
+        &mut |_| {},
+        |_, _| async { Ok::<_, Failure>("never") },
+    )
+    .await;
+    let Err(failure) = result else {
+        panic!("the deadline came first");
+    };
+    assert!(
+        failure
+            .reason
+            .contains("at its concurrency limit in the fleet"),
+        "{}",
+        failure.reason
+    );
 }

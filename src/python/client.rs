@@ -67,7 +67,11 @@ impl NativeClient {
             keys.push(spec.key);
             drawn.push(spec.limits);
         }
-        let limits = call::Limits::new(buckets, drawn);
+        // A fleet-wide state shares the limits too.
+        let fleet_limits = state
+            .as_ref()
+            .map(|fleet| Arc::clone(&fleet.state) as Arc<dyn engine::FleetLimits>);
+        let limits = call::Limits::new(buckets, drawn, fleet_limits);
         let options = transport.options()?;
         let proxies = options.proxy_urls();
         let pools = Pools::new(options).map_err(configuration_error)?;
