@@ -22,7 +22,7 @@ def test_demo_runs_every_scene():
     assert "chunks: 'Streamed ' 'from ' 'GPT.'" in out
     assert "[restart: discard 'A story that '] 'A whole ' 'story, ' 'from GPT.'" in out
     assert "claude skipped (cooling down for 300.0s more: it asked for 300s), gpt ok" in out
-    assert "6 calls at once: claude answered 2, gpt 4; claude saw at most 2 at once" in out
+    assert "6 calls at once: claude answered 2, gpt 4; claude never had more than 2 at once" in out
     assert "claude skipped (at its concurrency limit (2 in flight)), gpt ok" in out
     assert "summary: 7/7 calls answered, 3 retries" in out
     assert "fake sleeps" in out
