@@ -364,10 +364,27 @@ impl Limiter {
         queued: Option<&Queued>,
         within: Option<Duration>,
     ) -> Result<Permit, Blocked> {
-        let mut permit = self.take_here(limits, now, tokens, queued)?;
         let Some(fleet) = &self.fleet else {
-            return Ok(permit);
+            return self.take_here(limits, now, tokens, queued);
         };
+        // A call waiting here for a slot looks again after a recheck too: the
+        // room a fleet-refused take gives back here wakes no one (a wake
+        // would send each waiter to the fleet in vain), and with Redis gone
+        // a call in line must still find the room its own process has.
+        let mut permit = self
+            .take_here(limits, now, tokens, queued)
+            .map_err(|blocked| match blocked {
+                Blocked {
+                    at: None,
+                    recheck: None,
+                    why,
+                } => Blocked {
+                    why,
+                    at: None,
+                    recheck: Some(FLEET_RECHECK),
+                },
+                blocked => blocked,
+            })?;
         let buckets = {
             let state = self.lock();
             limits
@@ -784,6 +801,30 @@ mod tests {
         assert_eq!(l.in_flight(0), 0);
         // Nothing to give back in the fleet either.
         assert_eq!(fleet.seen(), ["take a|m 0"]);
+    }
+
+    #[test]
+    fn a_call_in_line_here_looks_again_after_a_recheck_when_the_buckets_are_the_fleets() {
+        // Found by a trial: the room a fleet-refused take gives back wakes no
+        // one, so a call in line here for a slot must look again on its own
+        // (with Redis gone it would otherwise wait for ever).
+        let fleet = FakeFleet::answering(vec![]);
+        let l = fleet_limiter(&fleet);
+        let clock = TokioClock::new();
+        let held = l.take_here(&[0], at(0), 0, None).unwrap();
+        let waiter = l.queue(&clock);
+        let blocked = block_on(l.take(&[0], at(0), 0, Some(&waiter), None)).unwrap_err();
+        assert_eq!(blocked.recheck, Some(FLEET_RECHECK));
+        // A window's known time stays a wait to that time.
+        drop(held);
+        drop(waiter);
+        let local = limiter(Limit {
+            concurrency: Some(1),
+            ..Limit::default()
+        });
+        let _held = local.take_here(&[0], at(0), 0, None).unwrap();
+        let blocked = block_on(local.take(&[0], at(0), 0, None, None)).unwrap_err();
+        assert_eq!(blocked.recheck, None);
     }
 
     #[test]
