@@ -291,18 +291,28 @@ def test_room_later_than_the_policy_waits_fails_over_to_a_sooner_one(
 def test_a_hinted_429_empties_the_window_until_the_hint_runs_out(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
-    fake = FakeSleeper()
+    """While a call waits out a's 2 s rate limit to retry it (a is not cooling: it is being
+    retried), a call made meanwhile finds a's window emptied by the 429 and goes to b."""
+    inner: list[failover.Response] = []
+
+    async def sleeper(seconds: float) -> None:
+        # The retry's wait: another call is made during it.
+        inner.append(await client.prompt_async("meanwhile"))
+
     client = failover.Client(
         {"a": openai(mock_server, limit=Limit(rpm=100)), "b": openai(backup_server)},
-        sleeper=fake,
+        sleeper=sleeper,
     )
-    mock_server.push(429, headers={"retry-after": "20"}, json={"error": {"message": "slow"}})
-    backup_server.push_text("b")
-    assert client.prompt("hi").provider == "b"
-    backup_server.push_text("b")
-    r = client.prompt("hi")
-    assert r.provider == "b"
-    assert skips(r.attempts)[0][0] == "a"
+    mock_server.push(429, headers={"retry-after": "2"}, json={"error": {"message": "slow"}})
+    mock_server.push_text("a after its wait")
+    backup_server.push_text("b meanwhile")
+    outer = asyncio.run(client.prompt_async("hi"))
+    assert outer.text == "a after its wait"
+    (meanwhile,) = inner
+    assert meanwhile.provider == "b"
+    (skipped,) = skips(meanwhile.attempts)
+    assert skipped[0] == "a"
+    assert skipped[1].startswith("rate limited: capacity in ")
 
 
 def test_headroom_headers_lower_what_the_limit_lets_through(

@@ -279,6 +279,12 @@ impl Bucket {
         }
     }
 
+    /// Takes the request of `charge` out of the windows (it was not sent).
+    fn uncharge(&mut self, charge: u64) {
+        self.starts.retain(|e| e.0 != charge);
+        self.tokens.retain(|e| e.0 != charge);
+    }
+
     /// Takes `ticket` out of line; the new first is woken when it was first.
     fn leave(&mut self, ticket: u64) {
         let Some(at) = self.queue.iter().position(|(t, _)| *t == ticket) else {
@@ -573,8 +579,7 @@ impl Permit {
         let mut state = self.limiter.lock();
         for &index in &self.limits {
             let bucket = &mut state.buckets[index];
-            bucket.starts.retain(|e| e.0 != self.charge);
-            bucket.tokens.retain(|e| e.0 != self.charge);
+            bucket.uncharge(self.charge);
             if self.holds_slot && bucket.limit.concurrency.is_some() {
                 bucket.in_flight = bucket.in_flight.saturating_sub(1);
             }
@@ -591,8 +596,7 @@ impl Permit {
         let mut state = self.limiter.lock();
         for &index in &self.limits {
             let bucket = &mut state.buckets[index];
-            bucket.starts.retain(|e| e.0 != self.charge);
-            bucket.tokens.retain(|e| e.0 != self.charge);
+            bucket.uncharge(self.charge);
             bucket.wake_first();
         }
         // (Given back before `self` drops and gives its slot back.)
