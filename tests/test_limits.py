@@ -288,6 +288,24 @@ def test_room_later_than_the_policy_waits_fails_over_to_a_sooner_one(
     assert skips(r.attempts) == [("a", "rpm limit: capacity in 10.0s")]
 
 
+def test_room_later_than_the_policy_waits_anywhere_is_a_rate_limit_naming_its_provider(
+    mock_server: MockServer, call: Callable[..., failover.Response]
+) -> None:
+    client = failover.Client(
+        {"gpt": openai(mock_server, limit=Limit(rpm=1))},
+        sleeper=FakeSleeper(),
+        retry=failover.RetryPolicy(max_retry_after_last=5),
+    )
+    mock_server.push_text("one")
+    call(client)
+    with pytest.raises(failover.RateLimited) as caught:
+        call(client)
+    assert str(caught.value).startswith("gpt: no room under the client's limits: rpm limit")
+    assert caught.value.provider == "gpt"
+    assert caught.value.retry_after == pytest.approx(60.0)
+    assert len(mock_server.requests) == 1
+
+
 def test_a_hinted_429_empties_the_window_until_the_hint_runs_out(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:

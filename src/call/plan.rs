@@ -126,6 +126,7 @@ impl Plan {
             .map(|i| ProviderSlot {
                 overloaded_statuses: &self.config(i).overloaded_statuses,
                 state_key: self.state_key(i),
+                name: &self.config(i).name,
                 unable: self.unable(i),
                 limits: &self.members[i].limits,
                 own_limit: self.members[i].own_limit,

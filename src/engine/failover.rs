@@ -20,6 +20,9 @@ pub struct ProviderSlot<'a> {
     /// Its key in the shared state (cooldowns, budget): provider, model and
     /// call kind.
     pub state_key: &'a str,
+    /// Its configured name, for the messages the engine writes itself (no
+    /// room under the client's limits).
+    pub name: &'a str,
     /// Why this provider cannot serve the call (its wire cannot express a
     /// feature the call uses): skipped, recorded in the attempts, never
     /// called, and not counted as a provider left to fail over to.
@@ -377,6 +380,7 @@ enum NoRoom {
 impl NoRoom {
     fn failure(
         self,
+        spec: &CallSpec<'_>,
         deadline: Duration,
         last: Option<ProviderFailure>,
         attempts: Vec<AttemptRecord>,
@@ -396,13 +400,14 @@ impl NoRoom {
                 wait: Duration::ZERO,
                 why: "no room soon enough".to_string(),
             }
-            .failure(deadline, last, attempts),
+            .failure(spec, deadline, last, attempts),
             NoRoom::TooLong {
                 provider,
                 wait,
                 why,
             } => {
-                let message = format!("no room under the client's limits: {why}");
+                let name = spec.providers[provider].name;
+                let message = format!("{name}: no room under the client's limits: {why}");
                 let failure = Failure {
                     billed: Some(false),
                     ..Failure::without_response(ErrorKind::RateLimited, message.clone())
@@ -767,7 +772,7 @@ where
                                 let why = no_room[i].take().unwrap_or_default();
                                 pass_over(&mut attempts, on_event, i, why);
                             }
-                            return Err(no.failure(deadline, last, attempts));
+                            return Err(no.failure(spec, deadline, last, attempts));
                         }
                     }
                 }
@@ -866,7 +871,7 @@ where
                         });
                         break;
                     }
-                    (Err(no), _) => return Err(no.failure(deadline, last, attempts)),
+                    (Err(no), _) => return Err(no.failure(spec, deadline, last, attempts)),
                 }
             }
             let left = remaining(clock);
@@ -1171,6 +1176,7 @@ mod tests {
             .map(|_| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
                 state_key: "",
+                name: "",
                 unable: None,
                 limits: &[],
                 own_limit: None,
@@ -1899,6 +1905,7 @@ mod tests {
                 .map(|k| ProviderSlot {
                     overloaded_statuses: OVERLOADED,
                     state_key: k,
+                    name: k,
                     unable: None,
                     limits: &[],
                     own_limit: None,
@@ -2208,6 +2215,7 @@ mod tests {
             .map(|k| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
                 state_key: k,
+                name: k,
                 unable: None,
                 limits: &[],
                 own_limit: None,

@@ -91,6 +91,7 @@ impl Setup {
             .map(|i| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
                 state_key: &self.keys[i],
+                name: &self.keys[i],
                 unable: None,
                 limits: &self.draws[i],
                 own_limit: self.own[i],
@@ -452,6 +453,7 @@ async fn a_slot_held_in_another_process_is_asked_for_again_in_real_time() {
     let slots = [ProviderSlot {
         overloaded_statuses: OVERLOADED,
         state_key: "p0",
+        name: "p0",
         unable: None,
         limits: &[0],
         own_limit: Some(0),
