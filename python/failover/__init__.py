@@ -31,7 +31,17 @@ from ._fleet import RedisState
 from ._health import Headroom, ProviderHealth
 from ._hints import retry_after
 from ._limits import Limit
-from ._models import Embeddings, Response, Tool, ToolCall
+from ._models import (
+    Embeddings,
+    Image,
+    ImageResponse,
+    Response,
+    Segment,
+    SpeechResponse,
+    Tool,
+    ToolCall,
+    Transcription,
+)
 from ._native import __version__
 from ._policy import Backoff, RetryBudget, RetryPolicy
 from ._providers import (
@@ -76,6 +86,8 @@ __all__ = [
     "Gemini",
     "Groq",
     "Headroom",
+    "Image",
+    "ImageResponse",
     "InsufficientCredits",
     "Limit",
     "Mistral",
@@ -100,12 +112,15 @@ __all__ = [
     "RetryBudget",
     "RetryPolicy",
     "RetryScheduled",
+    "Segment",
     "ServerError",
+    "SpeechResponse",
     "Stats",
     "Stream",
     "StreamInterrupted",
     "Tool",
     "ToolCall",
+    "Transcription",
     "Usage",
     "__version__",
     "retry_after",

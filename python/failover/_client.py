@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _native, _options, _sleep
+from . import _media, _native, _options, _sleep
 from ._checks import count, is_async_callable, number, seconds
 from ._cost import Price, Pricing
 from ._events import EventHook, _emitter
@@ -10,21 +10,22 @@ from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
 from ._health import ProviderHealth, _health
 from ._limits import ClientLimits, Limit, check_quotas
-from ._models import Embeddings, Response, Tool
+from ._models import Embeddings, ImageResponse, Response, SpeechResponse, Tool, Transcription
 from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
-from ._seam import CallArgs, EmbedArgs, TransportSpec
+from ._seam import CallArgs, EmbedArgs, MediaArgs, TransportSpec
 from ._stats import Stats, Tally
 from ._stream import AsyncStream, Stream
 from ._telemetry import Observed, OpenTelemetry, Telemetry
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
+    import os
     import typing
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     #: A whole call's result.
-    R = typing.TypeVar("R", Response, Embeddings)
+    R = typing.TypeVar("R", Response, Embeddings, ImageResponse, SpeechResponse, Transcription)
 else:
     from _collections_abc import (  # collections.abc's, loaded at startup
         Callable,
@@ -81,6 +82,11 @@ class _Unset:
 
 
 _UNSET = _Unset()
+
+
+#: The span name of image, speech and transcription calls (the GenAI
+#: conventions' operation for content a model generates).
+_MEDIA_OPERATION = "generate_content"
 
 
 class Client:
@@ -331,7 +337,7 @@ class Client:
         return other
 
     def _observe(
-        self, operation: str, args: CallArgs | EmbedArgs, current: bool
+        self, operation: str, args: CallArgs | EmbedArgs | MediaArgs, current: bool
     ) -> Observed | None:
         """The call's span, when the client has telemetry (``current``: made the
         current span while a whole call runs)."""
@@ -403,7 +409,7 @@ class Client:
 
     def _common_args(
         self,
-        args: CallArgs | EmbedArgs,
+        args: CallArgs | EmbedArgs | MediaArgs,
         *,
         provider: str | Sequence[str] | None,
         model: str | None,
@@ -905,3 +911,299 @@ class Client:
             self._failed(error, True, observed)
             raise
         return self._answered(Embeddings(data, self._pricing), observed)
+
+    def _media_args(
+        self,
+        args: MediaArgs,
+        *,
+        provider: str | Sequence[str] | None,
+        model: str | None,
+        timeout: float | None,
+        deadline: float | None,
+        retry: RetryPolicy | None,
+        headers: Mapping[str, str] | None,
+        idempotency_key: str | None,
+        is_async: bool,
+    ) -> MediaArgs:
+        """Where the image, speech and transcription calls hand their
+        options, by keyword (their own are in ``args``, checked)."""
+        self._common_args(
+            args,
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            idempotency_key=idempotency_key,
+            is_async=is_async,
+        )
+        args.headers = list(_checked_headers("headers=", headers).items()) or None
+        self._check_credential_headers(args.headers, args.chain)
+        return args
+
+    def generate_image(
+        self,
+        prompt: str,
+        *,
+        size: str | None = None,
+        n: int = 1,
+        quality: str | None = None,
+        response_format: str = "b64",
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> ImageResponse:
+        """Generates ``n`` images from ``prompt``: an ``ImageResponse`` whose
+        ``.data`` is the first image's bytes.
+
+        The same retry, failover, deadline, limits and events as ``prompt()``.
+        ``size`` is ``"WIDTHxHEIGHT"`` or ``"auto"`` as the model names them;
+        ``quality`` the model's word (``"low"``, ``"high"``, ``"hd"``...);
+        ``response_format="url"`` gives each image's URL instead of its
+        bytes (the URLs a provider returns otherwise are fetched, without the
+        key). Providers without an image API (or without an
+        ``image_model``) are skipped, with the reason in ``.attempts``; what
+        a model documents it cannot take (``n=2`` on dall-e-3, a prompt too
+        long) skips it too; a chain where none can is a ``ConfigurationError``.
+        """
+        args = self._media_args(
+            _media.image_args(prompt, size, n, quality, response_format),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=False,
+        )
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = self._native.media(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(ImageResponse(data, self._pricing), observed)
+
+    async def generate_image_async(
+        self,
+        prompt: str,
+        *,
+        size: str | None = None,
+        n: int = 1,
+        quality: str | None = None,
+        response_format: str = "b64",
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> ImageResponse:
+        """``generate_image()`` for asyncio: the same engine; cancelling the task
+        cancels the request."""
+        args = self._media_args(
+            _media.image_args(prompt, size, n, quality, response_format),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=True,
+        )
+        _quiesce_at_exit()
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = await self._native.media_async(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(ImageResponse(data, self._pricing), observed)
+
+    def speak(
+        self,
+        text: str,
+        *,
+        voice: str,
+        format: str = "mp3",
+        speed: float | None = None,
+        instructions: str | None = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SpeechResponse:
+        """Speaks ``text`` in ``voice``: a ``SpeechResponse`` with the whole
+        audio (``format``: ``"mp3"``, ``"opus"``, ``"aac"``, ``"flac"``,
+        ``"wav"`` or ``"pcm"``) and its media type.
+
+        The same retry, failover, deadline, limits and events as ``prompt()``.
+        ``speed`` is from 0.25 to 4.0; ``instructions`` steers the voice where
+        the model takes them (gpt-4o-mini-tts). Voices are each provider's
+        own names: failing over between providers with different voices is
+        the caller's choice (pass ``provider=``).
+        """
+        args = self._media_args(
+            _media.speech_args(text, voice, format, speed, instructions),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=False,
+        )
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = self._native.media(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(SpeechResponse(data, self._pricing), observed)
+
+    async def speak_async(
+        self,
+        text: str,
+        *,
+        voice: str,
+        format: str = "mp3",
+        speed: float | None = None,
+        instructions: str | None = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SpeechResponse:
+        """``speak()`` for asyncio: the same engine; cancelling the task
+        cancels the request."""
+        args = self._media_args(
+            _media.speech_args(text, voice, format, speed, instructions),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=True,
+        )
+        _quiesce_at_exit()
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = await self._native.media_async(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(SpeechResponse(data, self._pricing), observed)
+
+    def transcribe(
+        self,
+        audio: bytes | str | os.PathLike[str] | typing.BinaryIO,
+        *,
+        filename: str | None = None,
+        language: str | None = None,
+        prompt: str | None = None,
+        response_format: str = "json",
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Transcription:
+        """Transcribes ``audio`` (bytes, a path, or a binary file object): a
+        ``Transcription`` with its ``text``.
+
+        The recording is read once and resent from memory on a retry, as
+        ``multipart/form-data``; its format is told by ``filename`` (taken
+        from the path or file object, else from the bytes; pass it when
+        neither tells). ``language`` (ISO-639-1, e.g. ``"en"``) and
+        ``prompt`` guide the model; ``response_format`` is ``"json"``,
+        ``"text"``, ``"verbose_json"`` (with ``language``, ``duration`` and
+        ``segments``), ``"srt"`` or ``"vtt"``. A recording over 25 MB skips
+        OpenAI, Azure and Groq. The same retry, failover, deadline, limits
+        and events as ``prompt()``.
+        """
+        args = self._media_args(
+            _media.transcription_args(audio, filename, language, prompt, response_format),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=False,
+        )
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = self._native.media(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(Transcription(data, self._pricing), observed)
+
+    async def transcribe_async(
+        self,
+        audio: bytes | str | os.PathLike[str] | typing.BinaryIO,
+        *,
+        filename: str | None = None,
+        language: str | None = None,
+        prompt: str | None = None,
+        response_format: str = "json",
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Transcription:
+        """``transcribe()`` for asyncio: the same engine; cancelling the task
+        cancels the request."""
+        args = self._media_args(
+            _media.transcription_args(audio, filename, language, prompt, response_format),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=True,
+        )
+        _quiesce_at_exit()
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = await self._native.media_async(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(Transcription(data, self._pricing), observed)

@@ -246,3 +246,140 @@ class Embeddings(_Costs):
             f"Embeddings(provider={self.provider!r}, model={self.model!r}, "
             f"vectors={len(self.vectors)}x{width}, attempts={len(self.attempts)})"
         )
+
+
+class Image(Record):
+    """One generated image: its bytes (``None`` when only its URL was asked
+    for), its media type as the bytes show it, the provider's URL if it gave
+    one, and the prompt the model actually used, where it rewrote it."""
+
+    __slots__ = ("data", "media_type", "url", "revised_prompt")
+    data: bytes | None
+    media_type: str | None
+    url: str | None
+    revised_prompt: str | None
+
+    def __init__(
+        self,
+        data: bytes | None,
+        media_type: str | None = None,
+        url: str | None = None,
+        revised_prompt: str | None = None,
+    ) -> None:
+        self._init(data=data, media_type=media_type, url=url, revised_prompt=revised_prompt)
+
+    def __repr__(self) -> str:
+        size = "None" if self.data is None else f"<{len(self.data)} bytes>"
+        return f"Image(data={size}, media_type={self.media_type!r}, url={self.url!r})"
+
+
+class _MediaResult(_Costs):
+    """What every media result has: where it came from and what it cost."""
+
+    __slots__ = ("attempts", "call_id", "model", "provider", "request_id", "usage")
+
+    provider: str
+    """The configured name of the provider that answered."""
+    model: str | None
+    """The model the provider reports, else the one asked for."""
+    usage: Usage
+    attempts: tuple[Attempt, ...]
+    request_id: str | None
+    call_id: str
+
+    def _read(self, data: typing.Any, pricing: typing.Any) -> None:
+        self.provider = data.provider
+        self.model = data.model
+        self.usage = Usage(data.input_tokens, data.output_tokens)
+        attempts = _attempts(data.attempts)
+        self.attempts = attempts if pricing is None else pricing.attempts(attempts, False)
+        self.request_id = data.request_id
+        self.call_id = data.call_id
+
+
+class ImageResponse(_MediaResult):
+    """The images of a ``generate_image()`` call, in order; ``data`` is the
+    first one's bytes."""
+
+    __slots__ = ("images",)
+    images: list[Image]
+
+    def __init__(self, data: typing.Any, pricing: typing.Any = None) -> None:
+        """Built from the engine's ``_native.MediaData``, priced by ``pricing``."""
+        self.images = [Image(b, t, u, r) for b, u, t, r in data.images]
+        self._read(data, pricing)
+
+    @property
+    def data(self) -> bytes | None:
+        """The first image's bytes."""
+        return self.images[0].data
+
+    def __repr__(self) -> str:
+        return (
+            f"ImageResponse(provider={self.provider!r}, model={self.model!r}, "
+            f"images={len(self.images)}, attempts={len(self.attempts)})"
+        )
+
+
+class SpeechResponse(_MediaResult):
+    """The audio of a ``speak()`` call, whole, and its media type
+    (``audio/mpeg`` for ``format="mp3"``)."""
+
+    __slots__ = ("data", "media_type")
+    data: bytes
+    media_type: str
+
+    def __init__(self, data: typing.Any, pricing: typing.Any = None) -> None:
+        """Built from the engine's ``_native.MediaData``, priced by ``pricing``."""
+        self.data = data.audio
+        self.media_type = data.media_type
+        self._read(data, pricing)
+
+    def __repr__(self) -> str:
+        return (
+            f"SpeechResponse(provider={self.provider!r}, model={self.model!r}, "
+            f"data=<{len(self.data)} bytes>, media_type={self.media_type!r})"
+        )
+
+
+class Segment(Record):
+    """A piece of a transcript and when it is said, in seconds from the start."""
+
+    __slots__ = ("start", "end", "text")
+    start: float
+    end: float
+    text: str
+
+    def __init__(self, start: float, end: float, text: str) -> None:
+        self._init(start=start, end=end, text=text)
+
+
+class Transcription(_MediaResult):
+    """The text of a ``transcribe()`` call; ``language``, ``duration``
+    (seconds) and ``segments`` where the provider reports them (OpenAI's
+    ``whisper-1`` with ``response_format="verbose_json"``), else ``None`` and
+    ``[]``. With ``"text"``, ``"srt"`` or ``"vtt"``, ``text`` is the body as
+    the provider wrote it."""
+
+    __slots__ = ("duration", "language", "segments", "text")
+    text: str
+    language: str | None
+    duration: float | None
+    segments: list[Segment]
+
+    def __init__(self, data: typing.Any, pricing: typing.Any = None) -> None:
+        """Built from the engine's ``_native.MediaData``, priced by ``pricing``."""
+        self.text = data.text
+        self.language = data.language
+        self.duration = data.duration
+        self.segments = [Segment(*s) for s in data.segments]
+        self._read(data, pricing)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return (
+            f"Transcription(provider={self.provider!r}, model={self.model!r}, "
+            f"text={self.text[:40]!r}, attempts={len(self.attempts)})"
+        )

@@ -91,6 +91,14 @@ def _key_callable_problem(key: object) -> str | None:
     return None
 
 
+#: What each media call type's API is called, for messages.
+_MEDIA_API = {
+    "image": "image generation API",
+    "speech": "speech API",
+    "transcription": "transcription API",
+}
+
+
 class Provider:
     """Base class of provider configurations."""
 
@@ -104,6 +112,12 @@ class Provider:
     max_tokens_field: typing.ClassVar[str] = "max_tokens"
     #: Whether the provider has an embeddings endpoint.
     can_embed: typing.ClassVar[bool] = True
+    #: The image, speech and transcription calls it has an API for
+    #: (``"image"``, ``"speech"``, ``"transcription"``), and the model each
+    #: asks for unless ``image_model=``/``speech_model=``/``transcription_model=``
+    #: or the call's ``model=`` names one (``None``: one must be named).
+    media: typing.ClassVar[tuple[str, ...]] = ()
+    default_media_models: typing.ClassVar[tuple[tuple[str, str], ...]] = ()
     #: The embeddings body field that carries ``dimensions``.
     dimensions_field: typing.ClassVar[str] = "dimensions"
     #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
@@ -136,6 +150,9 @@ class Provider:
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        image_model: str | None = None,
+        speech_model: str | None = None,
+        transcription_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
         limit: Limit | None = None,
@@ -163,6 +180,32 @@ class Provider:
             if problem is not None:
                 raise ConfigurationError(f"{owner} {what}: {problem}")
         self.embedding_model = embedding_model
+        given = {
+            "image": image_model,
+            "speech": speech_model,
+            "transcription": transcription_model,
+        }
+        for kind, name in given.items():
+            if name is None:
+                continue
+            option = f"{kind}_model"
+            if kind not in self.media:
+                raise ConfigurationError(
+                    f"{owner} has no {_MEDIA_API[kind]}: {option}= has nothing to name"
+                )
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigurationError(
+                    f"{owner} {option} must be a model name (a non-empty str), got {name!r}"
+                )
+            utf8_text(f"{owner} {option}", name)
+            problem = self._model_problem(name)
+            if problem is not None:
+                raise ConfigurationError(f"{owner} {option}: {problem}")
+        defaults = dict(self.default_media_models)
+        models = {kind: given[kind] or defaults.get(kind) for kind in given}
+        self.image_model: str | None = models["image"]
+        self.speech_model: str | None = models["speech"]
+        self.transcription_model: str | None = models["transcription"]
         self._price = check_price(owner, "price", price)
         self._embedding_price = check_price(owner, "embedding_price", embedding_price)
         if embedding_price is not None and not self.can_embed:
@@ -440,6 +483,12 @@ class OpenAI(Provider):
     env_var = "OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
     embed_base64 = True
+    media = ("image", "speech", "transcription")
+    default_media_models = (
+        ("image", "gpt-image-1"),
+        ("speech", "gpt-4o-mini-tts"),
+        ("transcription", "gpt-4o-mini-transcribe"),
+    )
 
 
 class Anthropic(Provider):
@@ -508,6 +557,8 @@ class Azure(Provider):
     env_var = "AZURE_OPENAI_API_KEY"
     max_tokens_field = "max_completion_tokens"
     embed_base64 = True
+    #: Each names its deployment: image_model=, speech_model=, transcription_model=.
+    media = ("image", "speech", "transcription")
 
     def __init__(
         self,
@@ -521,6 +572,9 @@ class Azure(Provider):
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        image_model: str | None = None,
+        speech_model: str | None = None,
+        transcription_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
         limit: Limit | None = None,
@@ -570,6 +624,9 @@ class Azure(Provider):
             overloaded_statuses=overloaded_statuses,
             params=params,
             embedding_model=embedding_model,
+            image_model=image_model,
+            speech_model=speech_model,
+            transcription_model=transcription_model,
             price=price,
             embedding_price=embedding_price,
             limit=limit,
@@ -607,6 +664,9 @@ class OpenAICompatible(Provider):
     genai_prices_id: typing.ClassVar[str | None] = None
     otel_provider_name = "openai_compatible"
     genai_prices_by_url = True
+    #: OpenAI's image and audio paths; which the server has is its own
+    #: (a call to a path it lacks fails like any 404).
+    media = ("image", "speech", "transcription")
 
     def __init__(
         self,
@@ -620,6 +680,9 @@ class OpenAICompatible(Provider):
         overloaded_statuses: Sequence[int] | None = None,
         params: Mapping[str, typing.Any] | None = None,
         embedding_model: str | None = None,
+        image_model: str | None = None,
+        speech_model: str | None = None,
+        transcription_model: str | None = None,
         price: Price | None = None,
         embedding_price: Price | None = None,
         limit: Limit | None = None,
@@ -635,6 +698,9 @@ class OpenAICompatible(Provider):
             overloaded_statuses=overloaded_statuses,
             params=params,
             embedding_model=embedding_model,
+            image_model=image_model,
+            speech_model=speech_model,
+            transcription_model=transcription_model,
             price=price,
             embedding_price=embedding_price,
             limit=limit,
@@ -663,6 +729,8 @@ class Groq(OpenAICompatible):
     key_required = True
     overloaded_statuses = (*DEFAULT_OVERLOADED_STATUSES, 498)
     can_embed = False
+    media = ("transcription",)
+    default_media_models = (("transcription", "whisper-large-v3-turbo"),)
 
 
 class Mistral(OpenAICompatible):
@@ -679,6 +747,8 @@ class Mistral(OpenAICompatible):
     stream_usage = False
     seed_field = "random_seed"
     mistral_rules = True
+    media = ("transcription",)
+    default_media_models = (("transcription", "voxtral-mini-latest"),)
 
 
 class DeepSeek(OpenAICompatible):
@@ -690,6 +760,7 @@ class DeepSeek(OpenAICompatible):
     env_var = "DEEPSEEK_API_KEY"
     key_required = True
     can_embed = False
+    media = ()
 
 
 class XAI(OpenAICompatible):
@@ -701,6 +772,7 @@ class XAI(OpenAICompatible):
     env_var = "XAI_API_KEY"
     key_required = True
     can_embed = False
+    media = ()
 
 
 class OpenRouter(OpenAICompatible):
@@ -709,6 +781,7 @@ class OpenRouter(OpenAICompatible):
 
     default_base_url = "https://openrouter.ai/api/v1"
     genai_prices_id = "openrouter"
+    media = ()
     otel_provider_name = "openrouter"
     env_var = "OPENROUTER_API_KEY"
     key_required = True

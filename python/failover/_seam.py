@@ -41,6 +41,10 @@ class ProviderSpec:
         "stream_usage",
         "seed_field",
         "mistral_rules",
+        "image_model",
+        "speech_model",
+        "transcription_model",
+        "media",
     )
     __slots__ = (
         *COPIED,
@@ -153,6 +157,73 @@ class CallArgs:
     idempotency_key: str | None
     emit: Any
     pools: list[tuple[str, list[int]]] | None
+
+
+class MediaArgs:
+    """One image, speech or transcription call's arguments (``kind`` says
+    which; the others' fields stay ``None``), checked by ``Client``."""
+
+    __slots__ = (
+        "audio",
+        "chain",
+        "deadline",
+        "emit",
+        "filename",
+        "format",
+        "headers",
+        "idempotency_key",
+        "instructions",
+        "kind",
+        "language",
+        "model",
+        "n",
+        "policy",
+        "pools",
+        "prompt",
+        "quality",
+        "response_format",
+        "size",
+        "sleeper",
+        "speed",
+        "text",
+        "timeout",
+        "urls",
+        "voice",
+    )
+
+    kind: str
+    prompt: str | None
+    size: str | None
+    n: int
+    quality: str | None
+    urls: bool
+    text: str | None
+    voice: str | None
+    format: str | None
+    speed: float | None
+    instructions: str | None
+    audio: bytes | None
+    filename: str | None
+    language: str | None
+    response_format: str | None
+    chain: list[int]
+    policy: NativePolicy
+    timeout: float
+    deadline: float | None
+    sleeper: Any
+    model: str | None
+    headers: list[tuple[str, str]] | None
+    idempotency_key: str | None
+    emit: Any
+    pools: list[tuple[str, list[int]]] | None
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        for name in self.__slots__:
+            if name != "kind":
+                setattr(self, name, None)
+        self.n = 1
+        self.urls = False
 
 
 class EmbedArgs:

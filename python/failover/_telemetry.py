@@ -251,11 +251,13 @@ class Observed:
         provider = telemetry.providers.get(first) if first is not None else None
         model = args.model
         if model is None and provider is not None:
-            model = (
-                provider.embedding_model or provider.model
-                if operation == "embeddings"
-                else provider.model
-            )
+            kind = getattr(args, "kind", None)  # a media call's
+            if kind is not None:
+                model = getattr(provider, f"{kind}_model") or provider.model
+            elif operation == "embeddings":
+                model = provider.embedding_model or provider.model
+            else:
+                model = provider.model
         attributes: dict[str, typing.Any] = {
             "gen_ai.operation.name": operation,
             "gen_ai.provider.name": _provider_name(provider),

@@ -57,6 +57,13 @@ impl Plan {
                     (Some(drawn), Job::Chat(_) | Job::Stream(_)) => {
                         (drawn.chat.clone(), drawn.own_chat)
                     }
+                    // Bounded by its pool's and quota's limits only: a
+                    // provider's own limit= is its chat's.
+                    (Some(drawn), Job::Media(_)) => {
+                        let shared = drawn.chat.iter().copied();
+                        let shared = shared.filter(|&b| Some(b) != drawn.own_chat).collect();
+                        (shared, None)
+                    }
                 };
                 let tokens = match client.limits.limiter {
                     Some(_) => {
@@ -146,8 +153,13 @@ impl Plan {
     /// For an embeddings call in which nobody can embed, why each cannot: it
     /// would fail after no request at all, so it is the caller's
     /// configuration, said at once.
-    pub fn none_can_embed(&self, job: &Job) -> Option<String> {
-        if !matches!(job, Job::Embed(_)) || self.members.iter().any(|m| m.unable.is_none()) {
+    pub fn none_can_serve(&self, job: &Job) -> Option<String> {
+        let verb = match job {
+            Job::Embed(_) => "embed",
+            Job::Media(request) => request.kind().verb(),
+            Job::Chat(_) | Job::Stream(_) => return None,
+        };
+        if self.members.iter().any(|m| m.unable.is_none()) {
             return None;
         }
         let reasons: Vec<&str> = self
@@ -156,7 +168,7 @@ impl Plan {
             .filter_map(|m| m.unable.as_deref())
             .collect();
         Some(format!(
-            "no provider in the chain can embed: {}",
+            "no provider in the chain can {verb}: {}",
             reasons.join("; ")
         ))
     }

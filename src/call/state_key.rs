@@ -21,12 +21,21 @@ impl StateKey {
     /// Between the shown part and the model in a rendered key.
     const SEPARATOR: char = '|';
     const EMBEDDINGS: &'static str = ":embeddings";
+    const MEDIA: [providers::MediaKind; 3] = [
+        providers::MediaKind::Image,
+        providers::MediaKind::Speech,
+        providers::MediaKind::Transcription,
+    ];
 
     /// `config`'s key for `job`.
     pub fn of(config: &ProviderConfig, job: &Job) -> Self {
         let model = providers::job_model(config, job).to_string();
         let (kind, default_model) = match job {
             Job::Embed(_) => (Self::EMBEDDINGS, Self::embedding_model(config)),
+            Job::Media(request) => (
+                request.kind().state_suffix(),
+                Self::media_model(config, request.kind()),
+            ),
             Job::Chat(_) | Job::Stream(_) => ("", config.model.as_str()),
         };
         let shown = if model == default_model {
@@ -58,6 +67,17 @@ impl StateKey {
         })
     }
 
+    /// The model `config`'s media calls of `kind` ask for unless a call
+    /// names one.
+    fn media_model(config: &ProviderConfig, kind: providers::MediaKind) -> &str {
+        let own = match kind {
+            providers::MediaKind::Image => &config.image_model,
+            providers::MediaKind::Speech => &config.speech_model,
+            providers::MediaKind::Transcription => &config.transcription_model,
+        };
+        own.as_deref().unwrap_or(&config.model)
+    }
+
     /// The model `config`'s embeddings calls ask for unless a call names one.
     fn embedding_model(config: &ProviderConfig) -> &str {
         config.embedding_model.as_deref().unwrap_or(&config.model)
@@ -72,11 +92,17 @@ impl StateKey {
         match rest {
             "" => self.model == config.model,
             Self::EMBEDDINGS => self.model == Self::embedding_model(config),
-            // A call's own model=: the key names it.
-            _ => rest
-                .strip_prefix(Self::EMBEDDINGS)
-                .unwrap_or(rest)
-                .starts_with('/'),
+            _ => {
+                let media = Self::MEDIA
+                    .into_iter()
+                    .find(|kind| rest.starts_with(kind.state_suffix()));
+                if let Some(kind) = media.filter(|kind| rest == kind.state_suffix()) {
+                    return self.model == Self::media_model(config, kind);
+                }
+                // A call's own model=: the key names it.
+                let kind = media.map_or(Self::EMBEDDINGS, providers::MediaKind::state_suffix);
+                rest.strip_prefix(kind).unwrap_or(rest).starts_with('/')
+            }
         }
     }
 }

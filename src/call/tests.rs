@@ -34,6 +34,10 @@ fn provider(name: &str, base_url: &str) -> ProviderConfig {
         entra_token: false,
         seed_field: "seed".into(),
         mistral_rules: false,
+        image_model: None,
+        speech_model: None,
+        transcription_model: None,
+        media: Vec::new(),
     }
 }
 

@@ -23,6 +23,41 @@ pub struct HttpRequest {
     pub secrets: Vec<String>,
     /// Shared, so that a retry sends it again without copying it.
     pub body: bytes::Bytes,
+    /// A `multipart/form-data` body instead of `body` (a transcription's
+    /// recording): its parts shared, the form built again for each attempt.
+    pub form: Option<std::sync::Arc<[FormPart]>>,
+}
+
+/// One part of a `multipart/form-data` body.
+#[derive(Clone, Debug)]
+pub struct FormPart {
+    pub name: String,
+    /// A file's name and media type; `None` for a plain field.
+    pub file: Option<(String, String)>,
+    pub data: bytes::Bytes,
+}
+
+/// `parts` as a reqwest form (each attempt sends its own; the bytes are
+/// shared, not copied).
+fn multipart_form(parts: &[FormPart]) -> Result<reqwest::multipart::Form, Failure> {
+    let mut form = reqwest::multipart::Form::new();
+    for part in parts {
+        let body = reqwest::Body::from(part.data.clone());
+        let mut piece = reqwest::multipart::Part::stream_with_length(body, part.data.len() as u64);
+        if let Some((filename, media_type)) = &part.file {
+            piece = piece
+                .file_name(filename.clone())
+                .mime_str(media_type)
+                .map_err(|_| {
+                    Failure::without_response(
+                        ErrorKind::BadRequest,
+                        format!("{media_type:?} is not a media type"),
+                    )
+                })?;
+        }
+        form = form.part(part.name.clone(), piece);
+    }
+    Ok(form)
 }
 
 #[derive(Clone, Debug)]
@@ -183,8 +218,11 @@ impl ReqwestTransport {
             value.set_sensitive(true);
             builder = builder.header(name, value);
         }
+        builder = match &request.form {
+            Some(parts) => builder.multipart(multipart_form(parts)?),
+            None => builder.body(request.body.clone()),
+        };
         let response = builder
-            .body(request.body.clone())
             .send()
             .await
             .map_err(|e| self.send_failure(&e, &request.url))?;
@@ -364,6 +402,38 @@ impl ReqwestTransport {
         Failure {
             billed: (!sent).then_some(false),
             ..Failure::without_response(kind, message)
+        }
+    }
+}
+
+impl ReqwestTransport {
+    /// A GET of `url` with no credential (a file a provider's answer
+    /// links to, on whatever host), read whole within `timeout`.
+    pub async fn fetch(&self, url: &str, timeout: Duration) -> Result<HttpResponse, Failure> {
+        let fetched = async {
+            let response = self
+                .client
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| self.send_failure(&e, url))?;
+            let status = response.status().as_u16();
+            let mut headers = Headers::new();
+            for (name, value) in response.headers() {
+                headers.push(name.as_str(), &String::from_utf8_lossy(value.as_bytes()));
+            }
+            read_body(response, status, headers, url).await
+        };
+        match tokio::time::timeout(timeout, fetched).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::without_response(
+                ErrorKind::Timeout,
+                format!(
+                    "no response from {} within {:.3}s",
+                    host_of(url),
+                    timeout.as_secs_f64()
+                ),
+            )),
         }
     }
 }

@@ -81,17 +81,28 @@ pub fn parse_embed_response(
 }
 
 /// A 2xx response read as a JSON object, with its request id.
-struct JsonAnswer {
-    json: Map<String, Value>,
-    request_id: Option<String>,
-    response: HttpResponse,
+pub(super) struct JsonAnswer {
+    pub(super) json: Map<String, Value>,
+    pub(super) request_id: Option<String>,
+    pub(super) response: HttpResponse,
+}
+
+impl JsonAnswer {
+    /// A 2xx that is no JSON (audio), for what is said of it.
+    pub(super) fn of_bytes(response: HttpResponse, request_id: Option<String>) -> Self {
+        Self {
+            json: Map::new(),
+            request_id,
+            response,
+        }
+    }
 }
 
 /// The JSON object a 2xx response carries, or the failure the response
 /// describes: an error status, a body that is not a JSON object, or an
 /// error object inside a 2xx (OpenRouter), classified by its `code` as if
 /// that were the status.
-fn read_answer(
+pub(super) fn read_answer(
     provider: &ProviderConfig,
     sent: &HttpRequest,
     response: HttpResponse,
@@ -155,7 +166,7 @@ fn read_answer(
 
 /// A 2xx whose body is not what the wire promises: a server error (another
 /// attempt, or another provider, may well answer properly).
-fn malformed(
+pub(super) fn malformed(
     provider: &ProviderConfig,
     sent: &HttpRequest,
     answer: JsonAnswer,

@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::openai;
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
-use super::wire_format::{Parts, WireFormat};
+use super::types::{MediaKind, MediaRequest, MediaResponse};
+use super::wire_format::{MediaAnswer, MediaBody, Parts, WireFormat};
 use crate::stream::{Delta, Frame, Usage};
 
 pub struct Azure;
@@ -60,6 +61,37 @@ impl WireFormat for Azure {
 
     fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {
         openai::parse_embed(json)
+    }
+
+    fn no_media(&self, _kind: MediaKind) -> Option<&'static str> {
+        None
+    }
+
+    fn media_unable(
+        &self,
+        _provider: &ProviderConfig,
+        model: &str,
+        request: &MediaRequest,
+    ) -> Option<String> {
+        super::openai_media::unable(model, request)
+    }
+
+    fn build_media(
+        &self,
+        provider: &ProviderConfig,
+        model: &str,
+        request: &MediaRequest,
+    ) -> (String, MediaBody) {
+        let (endpoint, body) = super::openai_media::build(provider, model, request);
+        (path(provider, model, endpoint), body)
+    }
+
+    fn parse_media(
+        &self,
+        request: &MediaRequest,
+        answer: MediaAnswer<'_>,
+    ) -> Result<MediaResponse, String> {
+        super::openai_media::parse(request, answer)
     }
 
     fn request_id_header(&self) -> &'static str {

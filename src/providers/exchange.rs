@@ -2,8 +2,9 @@
 //! (for a stream) up to its first content, within the attempt's bounds.
 
 use super::answer::{name_failure, parse_embed_response, parse_response};
+use super::media::{fetch_images, parse_media_response};
 use super::streaming;
-use super::types::{ChatResponse, EmbedResponse, Job, ProviderConfig};
+use super::types::{ChatResponse, EmbedResponse, Job, MediaResponse, ProviderConfig};
 use crate::engine::{ErrorKind, Failure};
 use crate::http::HttpRequest;
 
@@ -12,6 +13,7 @@ use crate::http::HttpRequest;
 pub enum Reply {
     Chat(ChatResponse),
     Embed(EmbedResponse),
+    Media(Box<MediaResponse>),
     /// A stream whose first content is in hand (boxed: it carries a whole
     /// decoder and accumulator).
     Stream(Box<streaming::StartedStream>),
@@ -22,6 +24,7 @@ impl crate::engine::Answer for Reply {
         match self {
             Self::Chat(chat) => chat.status,
             Self::Embed(embed) => embed.status,
+            Self::Media(media) => media.status,
             Self::Stream(stream) => crate::engine::Answer::status(stream.as_ref()),
         }
     }
@@ -30,6 +33,7 @@ impl crate::engine::Answer for Reply {
         let usage = match self {
             Self::Chat(chat) => &chat.usage,
             Self::Embed(embed) => &embed.usage,
+            Self::Media(media) => &media.usage,
             Self::Stream(stream) => &stream.live.acc.usage,
         };
         usage.is_known().then(|| usage.clone())
@@ -58,6 +62,7 @@ impl Reply {
         match self {
             Self::Chat(chat) => &chat.headers,
             Self::Embed(embed) => &embed.headers,
+            Self::Media(media) => &media.headers,
             Self::Stream(stream) => stream.live.headers(),
         }
     }
@@ -85,7 +90,7 @@ pub async fn exchange(
                     .await
                     .map(|started| Reply::Stream(Box::new(started)))
             }
-            Job::Chat(_) | Job::Embed(_) => {
+            Job::Chat(_) | Job::Embed(_) | Job::Media(_) => {
                 let response = transport
                     .send(sent, bounds.timeout)
                     .await
@@ -93,6 +98,11 @@ pub async fn exchange(
                 match job {
                     Job::Embed(request) => {
                         parse_embed_response(provider, request, sent, response).map(Reply::Embed)
+                    }
+                    Job::Media(request) => {
+                        let mut media = parse_media_response(provider, request, sent, response)?;
+                        fetch_images(provider, transport, &mut media, bounds.timeout).await?;
+                        Ok(Reply::Media(Box::new(media)))
                     }
                     _ => parse_response(provider, sent, response).map(Reply::Chat),
                 }
@@ -105,7 +115,7 @@ pub async fn exchange(
     let out_of_time = || {
         let what = match job {
             Job::Stream(_) => "the stream did not start",
-            Job::Chat(_) | Job::Embed(_) => "no answer came",
+            Job::Chat(_) | Job::Embed(_) | Job::Media(_) => "no answer came",
         };
         Failure::out_of_time(format!(
             "{}: {what} within the {:.3}s left before the deadline",

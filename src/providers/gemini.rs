@@ -13,6 +13,12 @@ use crate::stream::{Delta, Frame, StreamError};
 pub struct GenerateContent;
 
 impl WireFormat for GenerateContent {
+    fn no_media(&self, _kind: super::types::MediaKind) -> Option<&'static str> {
+        // Gemini makes images and speech through generateContent with other
+        // response modalities: not built yet.
+        Some("failover does not speak Gemini's image, speech and transcription calls yet")
+    }
+
     fn error_usage(&self, json: &Value) -> Option<Usage> {
         json.get("usageMetadata")
             .filter(|u| u.is_object())

@@ -9,8 +9,10 @@ mod azure;
 mod exchange;
 mod gemini;
 mod json;
+mod media;
 mod ollama;
 mod openai;
+mod openai_media;
 mod request;
 mod secrets;
 #[cfg(test)]
@@ -26,6 +28,7 @@ mod wires;
 
 pub use answer::{name_failure, parse_embed_response, parse_response};
 pub use exchange::{exchange, Reply};
+pub use media::{build_media_request, parse_media_response, unable_media};
 pub use request::{
     authorize, build, build_embed_request, build_request, build_stream_request, dropped_hints,
     endpoint_url, estimated_tokens, key_header_for, key_header_given, key_header_name, unable,
@@ -35,8 +38,8 @@ pub use secrets::{
     add_secrets, is_credential_header, redact, redacted_body, secret_values, url_secrets,
 };
 pub use types::{
-    job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Job, ProviderConfig, Usage,
-    Wire,
+    job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, GeneratedImage, Job, Media,
+    MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig, Segment, Usage, Wire,
 };
 pub use wire_format::WireFormat;
 pub use wires::format;

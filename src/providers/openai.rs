@@ -6,7 +6,8 @@ use serde_json::{json, Map, Value};
 
 use super::json::{calls_of, event_json, floats, function_call, stable_digest, string_at, u64_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
-use super::wire_format::{Parts, WireFormat};
+use super::types::{MediaKind, MediaRequest, MediaResponse};
+use super::wire_format::{MediaAnswer, MediaBody, Parts, WireFormat};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 
@@ -55,6 +56,37 @@ impl WireFormat for ChatCompletions {
 
     fn parse_embed(&self, json: &Map<String, Value>) -> Result<EmbedResponse, String> {
         parse_embed(json)
+    }
+
+    fn no_media(&self, _kind: MediaKind) -> Option<&'static str> {
+        None
+    }
+
+    fn media_unable(
+        &self,
+        _provider: &ProviderConfig,
+        model: &str,
+        request: &MediaRequest,
+    ) -> Option<String> {
+        super::openai_media::unable(model, request)
+    }
+
+    fn build_media(
+        &self,
+        provider: &ProviderConfig,
+        model: &str,
+        request: &MediaRequest,
+    ) -> (String, MediaBody) {
+        let (endpoint, body) = super::openai_media::build(provider, model, request);
+        (endpoint.to_string(), body)
+    }
+
+    fn parse_media(
+        &self,
+        request: &MediaRequest,
+        answer: MediaAnswer<'_>,
+    ) -> Result<MediaResponse, String> {
+        super::openai_media::parse(request, answer)
     }
 
     fn stream_event(

@@ -18,6 +18,7 @@ pub fn build(provider: &ProviderConfig, job: &Job) -> HttpRequest {
         Job::Chat(request) => build_request(provider, request),
         Job::Embed(request) => build_embed_request(provider, request),
         Job::Stream(request) => build_stream_request(provider, request),
+        Job::Media(request) => super::media::build_media_request(provider, request),
     }
 }
 
@@ -35,6 +36,7 @@ pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
                 )
             })
         }),
+        Job::Media(request) => super::media::unable_media(provider, request),
     }
 }
 
@@ -47,7 +49,7 @@ pub fn dropped_hints(provider: &ProviderConfig, job: &Job) -> Option<String> {
         Job::Chat(request) | Job::Stream(request) => {
             format(provider.wire).dropped_hints(provider, request)
         }
-        Job::Embed(_) => None,
+        Job::Embed(_) | Job::Media(_) => None,
     }?;
     Some(format!("{}: {why}", provider.name))
 }
@@ -119,7 +121,7 @@ pub fn unable_to_embed(provider: &ProviderConfig) -> Option<String> {
 /// The request every wire sends: its body as JSON, the provider's and the
 /// call's headers (credential ones kept apart, to be redacted), the secrets
 /// the URL carries.
-fn finish_request(
+pub(super) fn finish_request(
     provider: &ProviderConfig,
     path: &str,
     body: &Value,
@@ -152,6 +154,7 @@ fn finish_request(
         secrets,
         secret_headers,
         body: serde_json::to_vec(body).unwrap_or_default().into(),
+        form: None,
     }
 }
 
@@ -293,6 +296,10 @@ pub fn estimated_tokens(provider: &ProviderConfig, job: &Job) -> u64 {
             let input: u64 = request.inputs.iter().map(|text| chars(text)).sum();
             input.div_ceil(4)
         }
+        Job::Media(request) => match &request.media {
+            crate::providers::Media::Speech { text, .. } => chars(text).div_ceil(4),
+            _ => 0,
+        },
     }
 }
 

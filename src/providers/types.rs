@@ -77,6 +77,14 @@ pub struct ProviderConfig {
     /// result); no user message right after tool results and no final
     /// assistant message to continue (the provider is skipped).
     pub mistral_rules: bool,
+    /// The models image, speech and transcription calls ask for, when not
+    /// `model`.
+    pub image_model: Option<String>,
+    pub speech_model: Option<String>,
+    pub transcription_model: Option<String>,
+    /// Which of those call types this provider has an API for (a preset
+    /// of the OpenAI-compatible family may lack some, whatever its wire).
+    pub media: Vec<MediaKind>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -174,6 +182,8 @@ pub enum Job {
     Embed(EmbedRequest),
     /// A chat answer read as it streams.
     Stream(ChatRequest),
+    /// An image, speech or transcription call.
+    Media(MediaRequest),
 }
 
 /// The model `job` asks `provider` for (what an error about it names).
@@ -183,6 +193,7 @@ pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
             request.model.as_deref().unwrap_or(&provider.model)
         }
         Job::Embed(request) => embedding_model(provider, request),
+        Job::Media(request) => media_model(provider, request),
     }
 }
 
@@ -196,5 +207,158 @@ pub(super) fn embedding_model<'a>(
         .model
         .as_deref()
         .or(provider.embedding_model.as_deref())
+        .unwrap_or(&provider.model)
+}
+
+/// What an image, speech or transcription call asks for.
+#[derive(Clone, Debug)]
+pub enum Media {
+    /// Images from a prompt.
+    Image {
+        prompt: String,
+        /// `WIDTHxHEIGHT` (or `auto`), as the provider names sizes.
+        size: Option<String>,
+        n: u32,
+        quality: Option<String>,
+        /// Ask for URLs (the caller fetches them) instead of the bytes.
+        urls: bool,
+    },
+    /// Speech of a text.
+    Speech {
+        text: String,
+        voice: String,
+        /// `mp3`, `wav`, `opus`, `aac`, `flac` or `pcm`.
+        format: String,
+        speed: Option<f64>,
+        instructions: Option<String>,
+    },
+    /// The text of a recording.
+    Transcription {
+        /// The recording, read once (resent from memory on a retry).
+        audio: bytes::Bytes,
+        /// With an extension: servers tell the format by it.
+        filename: String,
+        language: Option<String>,
+        prompt: Option<String>,
+        /// `json`, `text`, `verbose_json`, `srt` or `vtt`.
+        response_format: String,
+    },
+}
+
+/// The kind of a [`Media`] call, for what differs by kind only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Speech,
+    Transcription,
+}
+
+impl MediaKind {
+    /// What a provider that cannot make the call cannot do, in words.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Image => "generate images",
+            Self::Speech => "speak",
+            Self::Transcription => "transcribe",
+        }
+    }
+
+    /// The provider option that names its model.
+    pub fn model_option(self) -> &'static str {
+        match self {
+            Self::Image => "image_model",
+            Self::Speech => "speech_model",
+            Self::Transcription => "transcription_model",
+        }
+    }
+
+    /// The suffix of its state key: its cooldowns are its own (an images
+    /// 404 never stops chat).
+    pub fn state_suffix(self) -> &'static str {
+        match self {
+            Self::Image => ":images",
+            Self::Speech => ":speech",
+            Self::Transcription => ":transcription",
+        }
+    }
+}
+
+/// One image, speech or transcription call, independent of the wire.
+#[derive(Clone, Debug)]
+pub struct MediaRequest {
+    pub media: Media,
+    /// Overrides the provider's model for this kind of call.
+    pub model: Option<String>,
+    /// Extra request headers for this call.
+    pub headers: Vec<(String, String)>,
+}
+
+impl MediaRequest {
+    pub fn kind(&self) -> MediaKind {
+        match self.media {
+            Media::Image { .. } => MediaKind::Image,
+            Media::Speech { .. } => MediaKind::Speech,
+            Media::Transcription { .. } => MediaKind::Transcription,
+        }
+    }
+}
+
+/// One generated image.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratedImage {
+    /// The bytes, unless only a URL was asked for (or given).
+    pub data: Option<Vec<u8>>,
+    pub url: Option<String>,
+    pub media_type: Option<String>,
+    pub revised_prompt: Option<String>,
+}
+
+/// A piece of a transcript with its time span, in seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+}
+
+/// What a media call answered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaContent {
+    Images(Vec<GeneratedImage>),
+    Audio {
+        data: Vec<u8>,
+        media_type: String,
+    },
+    Transcript {
+        text: String,
+        language: Option<String>,
+        /// Seconds of audio.
+        duration: Option<f64>,
+        segments: Vec<Segment>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MediaResponse {
+    pub content: MediaContent,
+    pub model: Option<String>,
+    pub usage: Usage,
+    pub request_id: Option<String>,
+    pub status: u16,
+    pub headers: Headers,
+}
+
+/// The model a media call asks `provider` for: the call's, else the
+/// provider's model for the kind, else its model.
+pub(super) fn media_model<'a>(provider: &'a ProviderConfig, request: &'a MediaRequest) -> &'a str {
+    let own = match request.kind() {
+        MediaKind::Image => &provider.image_model,
+        MediaKind::Speech => &provider.speech_model,
+        MediaKind::Transcription => &provider.transcription_model,
+    };
+    request
+        .model
+        .as_deref()
+        .or(own.as_deref())
         .unwrap_or(&provider.model)
 }

@@ -6,11 +6,32 @@
 
 use serde_json::{Map, Value};
 
-use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
+use super::types::{
+    ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, MediaKind, MediaRequest, MediaResponse,
+    ProviderConfig,
+};
+use crate::http::FormPart;
 use crate::stream::{Delta, Frame, Framing, Usage};
 
 /// A chat request's endpoint path, its body, and the wire's own headers.
 pub type Parts = (String, Value, Vec<(String, String)>);
+
+/// A media request's body: JSON, or a `multipart/form-data` form.
+pub enum MediaBody {
+    Json(Value),
+    Form(Vec<FormPart>),
+}
+
+/// A 2xx answer to a media request, as it came.
+pub enum MediaAnswer<'a> {
+    /// A JSON object (an error inside it already read as one).
+    Json(&'a Map<String, Value>),
+    /// Anything else: audio, or a transcript as text.
+    Bytes {
+        content_type: &'a str,
+        body: &'a [u8],
+    },
+}
 
 /// One wire format. Each wire module implements it on a unit struct, and
 /// `wires::format` is the one place a [`Wire`](super::Wire) finds its
@@ -86,6 +107,43 @@ pub trait WireFormat: Sync {
     /// Entra ID token). `authorization` carries it as a bearer token.
     fn key_header(&self, _entra_token: bool) -> &'static str {
         "authorization"
+    }
+
+    /// Why the wire has no API for `kind` calls, if it has none: every such
+    /// call skips it, so `build_media` and `parse_media` are never asked.
+    fn no_media(&self, _kind: MediaKind) -> Option<&'static str> {
+        Some("its API has none")
+    }
+
+    /// Why the wire cannot take `request` for `model` (a limit its API
+    /// documents), if it cannot: it is refused before anything is sent.
+    fn media_unable(
+        &self,
+        _provider: &ProviderConfig,
+        _model: &str,
+        _request: &MediaRequest,
+    ) -> Option<String> {
+        None
+    }
+
+    /// The media request for `model`: path and body.
+    fn build_media(
+        &self,
+        _provider: &ProviderConfig,
+        _model: &str,
+        _request: &MediaRequest,
+    ) -> (String, MediaBody) {
+        (String::new(), MediaBody::Json(Value::Null))
+    }
+
+    /// A 2xx media answer -> its content (status, headers and request id
+    /// are filled in by the caller).
+    fn parse_media(
+        &self,
+        _request: &MediaRequest,
+        _answer: MediaAnswer<'_>,
+    ) -> Result<MediaResponse, String> {
+        Err("the wire has no media API".into())
     }
 
     // Answers.

@@ -13,7 +13,7 @@ use super::errors::{configuration_error, internal_error};
 use super::events::EventTarget;
 use super::failures::call_error;
 use super::runtime::{blocking, Finish, Interrupt, Pools};
-use super::seam::{attempts_list, EmbeddingsData, KeySource, ResponseData};
+use super::seam::{attempts_list, EmbeddingsData, KeySource, MediaData, ResponseData};
 use crate::call::{self, KeyAsk, NoKey, RecentKeys};
 use crate::engine::{self, ErrorKind, Failure};
 use crate::providers::{self, Reply};
@@ -99,6 +99,10 @@ async fn run_inner(inner: Arc<Inner>, call: Call) -> Finish {
             }
             Reply::Embed(embed) => {
                 let data = EmbeddingsData::new(py, embed, provider, attempts, call_id)?;
+                Ok(Py::new(py, data)?.into_any())
+            }
+            Reply::Media(media) => {
+                let data = MediaData::new(py, *media, provider, attempts, call_id)?;
                 Ok(Py::new(py, data)?.into_any())
             }
             Reply::Stream(_) => Err(internal_error("a stream answered a whole call")),

@@ -11,13 +11,15 @@ use super::errors::{configuration_error, internal_error, seconds};
 use super::events::EventTarget;
 use super::json::{json_from, list_from, text_arg};
 use super::runtime::{self, runtime, Interrupt, Pools, SyncDriver};
-use super::seam::{optional_seconds, CallArgs, EmbedArgs, HealthData, ProviderSpec, TransportSpec};
+use super::seam::{
+    optional_seconds, CallArgs, EmbedArgs, HealthData, MediaArgs, ProviderSpec, TransportSpec,
+};
 use super::stream::NativeStream;
 use crate::call::{self, Plan, Pool, Strategy};
 use crate::conversation;
 use crate::engine::{self, Clock, LocalState, RetryPolicy, SharedState};
 use crate::http::ReqwestTransport;
-use crate::providers::{ChatRequest, EmbedRequest, Job};
+use crate::providers::{ChatRequest, EmbedRequest, Job, MediaRequest};
 
 /// One of a client's limits as Python gives it: its name, concurrency, rpm
 /// and tpm.
@@ -159,6 +161,23 @@ impl NativeClient {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let transport = self.inner.pools.shared()?;
         let call = self.embed_call(py, args, Some(locals.clone()), transport)?;
+        self.run_async(py, locals, call)
+    }
+
+    /// Blocking image, speech or transcription call: the same engine future.
+    fn media(&self, py: Python<'_>, args: MediaArgs<'_>) -> PyResult<Py<PyAny>> {
+        self.run_sync(py, |transport| self.media_call(py, args, None, transport))
+    }
+
+    fn media_async<'py>(
+        &self,
+        py: Python<'py>,
+        args: MediaArgs<'py>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        runtime()?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let transport = self.inner.pools.shared()?;
+        let call = self.media_call(py, args, Some(locals.clone()), transport)?;
         self.run_async(py, locals, call)
     }
 
@@ -325,7 +344,38 @@ impl NativeClient {
         };
         let job = Job::Embed(request);
         let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
-        if let Some(why) = plan.none_can_embed(&job) {
+        if let Some(why) = plan.none_can_serve(&job) {
+            return Err(configuration_error(why));
+        }
+        let common = CommonArgs {
+            idempotency_key: args.idempotency_key,
+            pools: pools(args.pools)?,
+            emit: args.emit,
+            plan,
+            policy: &args.policy.policy,
+            timeout: args.timeout,
+            deadline: args.deadline,
+            sleeper: args.sleeper.as_ref(),
+        };
+        self.finish_call(py, job, transport, common, locals)
+    }
+
+    fn media_call(
+        &self,
+        py: Python<'_>,
+        mut args: MediaArgs<'_>,
+        locals: Option<pyo3_async_runtimes::TaskLocals>,
+        transport: ReqwestTransport,
+    ) -> PyResult<Call> {
+        self.check_chain(&args.chain)?;
+        let request = MediaRequest {
+            media: args.media()?,
+            model: text_arg("model", args.model.as_ref())?,
+            headers: args.headers.take().unwrap_or_default(),
+        };
+        let job = Job::Media(request);
+        let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
+        if let Some(why) = plan.none_can_serve(&job) {
             return Err(configuration_error(why));
         }
         let common = CommonArgs {

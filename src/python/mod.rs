@@ -162,6 +162,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::NativePolicy>()?;
     m.add_class::<seam::ResponseData>()?;
     m.add_class::<seam::EmbeddingsData>()?;
+    m.add_class::<seam::MediaData>()?;
     m.add_class::<stream::NativeStream>()?;
     m.add_class::<fleet::NativeRedisState>()?;
     m.add_class::<stream::ChunkData>()?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString};
 
 use super::errors::{configuration_error, seconds};
 use super::json::json_from;
@@ -17,7 +17,10 @@ use crate::call::RecentKeys;
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy, Usage};
 use crate::http::{TransportOptions, Verify};
-use crate::providers::{ChatResponse, EmbedResponse, ProviderConfig, Wire};
+use crate::providers::{
+    ChatResponse, EmbedResponse, Media, MediaContent, MediaKind, MediaResponse, ProviderConfig,
+    Wire,
+};
 
 /// Where a provider's key comes from.
 pub enum KeySource {
@@ -96,6 +99,10 @@ impl<'a, 'py> FromPyObject<'a, 'py> for ProviderSpec {
             entra_token: field(spec, "entra_token")?,
             seed_field: field(spec, "seed_field")?,
             mistral_rules: field(spec, "mistral_rules")?,
+            image_model: field(spec, "image_model")?,
+            speech_model: field(spec, "speech_model")?,
+            transcription_model: field(spec, "transcription_model")?,
+            media: media_kinds(&field::<Vec<String>>(spec, "media")?)?,
             name,
         };
         let limits = crate::call::ProviderLimits {
@@ -200,6 +207,21 @@ pub struct CallArgs<'py> {
     pub pools: Option<Vec<(String, Vec<usize>)>>,
 }
 
+/// The call types a provider has an API for, by name (`_seam.ProviderSpec.media`).
+fn media_kinds(names: &[String]) -> PyResult<Vec<MediaKind>> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "image" => Ok(MediaKind::Image),
+            "speech" => Ok(MediaKind::Speech),
+            "transcription" => Ok(MediaKind::Transcription),
+            other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown media kind {other:?}"
+            ))),
+        })
+        .collect()
+}
+
 /// One embeddings call's arguments (`failover._seam.EmbedArgs`).
 #[derive(FromPyObject)]
 pub struct EmbedArgs<'py> {
@@ -216,6 +238,78 @@ pub struct EmbedArgs<'py> {
     pub idempotency_key: Option<String>,
     pub emit: Option<Py<PyAny>>,
     pub pools: Option<Vec<(String, Vec<usize>)>>,
+}
+
+/// One image, speech or transcription call's arguments
+/// (`failover._seam.MediaArgs`): `kind` names which, and the fields of the
+/// others are `None`.
+#[derive(FromPyObject)]
+pub struct MediaArgs<'py> {
+    pub kind: String,
+    pub prompt: Option<String>,
+    pub size: Option<String>,
+    pub n: u32,
+    pub quality: Option<String>,
+    pub urls: bool,
+    pub text: Option<String>,
+    pub voice: Option<String>,
+    pub format: Option<String>,
+    pub speed: Option<f64>,
+    pub instructions: Option<String>,
+    pub audio: Option<Vec<u8>>,
+    pub filename: Option<String>,
+    pub language: Option<String>,
+    pub response_format: Option<String>,
+    pub chain: Vec<usize>,
+    pub policy: PyRef<'py, NativePolicy>,
+    pub timeout: f64,
+    pub deadline: Option<f64>,
+    pub sleeper: Option<Bound<'py, PyAny>>,
+    pub model: Option<Bound<'py, PyAny>>,
+    pub headers: Option<Vec<(String, String)>>,
+    pub idempotency_key: Option<String>,
+    pub emit: Option<Py<PyAny>>,
+    pub pools: Option<Vec<(String, Vec<usize>)>>,
+}
+
+impl MediaArgs<'_> {
+    /// What the call asks for; Python checked each field.
+    pub fn media(&mut self) -> PyResult<Media> {
+        let missing = |what: &str| {
+            pyo3::exceptions::PyValueError::new_err(format!("a {} call without {what}", self.kind))
+        };
+        Ok(match self.kind.as_str() {
+            "image" => Media::Image {
+                prompt: self.prompt.take().ok_or_else(|| missing("prompt"))?,
+                size: self.size.take(),
+                n: self.n,
+                quality: self.quality.take(),
+                urls: self.urls,
+            },
+            "speech" => Media::Speech {
+                text: self.text.take().ok_or_else(|| missing("text"))?,
+                voice: self.voice.take().ok_or_else(|| missing("voice"))?,
+                format: self.format.take().ok_or_else(|| missing("format"))?,
+                speed: self.speed,
+                instructions: self.instructions.take(),
+            },
+            "transcription" => Media::Transcription {
+                audio: self.audio.take().ok_or_else(|| missing("audio"))?.into(),
+                filename: self.filename.take().ok_or_else(|| missing("filename"))?,
+                language: self.language.take(),
+                prompt: self.prompt.take(),
+                response_format: self
+                    .response_format
+                    .take()
+                    .ok_or_else(|| missing("response_format"))?,
+            },
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown media call {other:?}"
+                )))
+            }
+        })
+    }
 }
 
 /// A `RetryPolicy`, checked once when it is made and reused by every call.
@@ -599,4 +693,97 @@ impl EmbeddingsData {
 /// Seconds as an optional `Duration`.
 pub fn optional_seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     value.map(|v| seconds(name, v)).transpose()
+}
+
+/// A successful image, speech or transcription call (`failover.ImageResponse`,
+/// `SpeechResponse` or `Transcription` is built from it): the fields of
+/// the other kinds are `None`.
+#[pyclass(frozen, get_all, module = "failover._native")]
+pub struct MediaData {
+    /// `(data, url, media_type, revised_prompt)` of each image.
+    #[allow(clippy::type_complexity)]
+    pub images: Option<
+        Vec<(
+            Option<Py<PyBytes>>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        )>,
+    >,
+    pub audio: Option<Py<PyBytes>>,
+    pub media_type: Option<String>,
+    pub text: Option<String>,
+    pub language: Option<String>,
+    pub duration: Option<f64>,
+    /// `(start, end, text)` of each segment.
+    pub segments: Vec<(f64, f64, String)>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub attempts: Py<PyList>,
+    pub request_id: Option<String>,
+    pub call_id: String,
+}
+
+impl MediaData {
+    pub fn new(
+        py: Python<'_>,
+        r: MediaResponse,
+        provider: &str,
+        attempts: Py<PyList>,
+        call_id: &str,
+    ) -> PyResult<Self> {
+        let mut data = Self {
+            images: None,
+            audio: None,
+            media_type: None,
+            text: None,
+            language: None,
+            duration: None,
+            segments: Vec::new(),
+            provider: provider.to_string(),
+            model: r.model,
+            input_tokens: r.usage.input_tokens,
+            output_tokens: r.usage.output_tokens,
+            attempts,
+            request_id: r.request_id,
+            call_id: call_id.to_string(),
+        };
+        match r.content {
+            MediaContent::Images(images) => {
+                data.images = Some(
+                    images
+                        .into_iter()
+                        .map(|image| {
+                            let bytes = image.data.map(|d| PyBytes::new(py, &d).unbind());
+                            (bytes, image.url, image.media_type, image.revised_prompt)
+                        })
+                        .collect(),
+                );
+            }
+            MediaContent::Audio {
+                data: audio,
+                media_type,
+            } => {
+                data.audio = Some(PyBytes::new(py, &audio).unbind());
+                data.media_type = Some(media_type);
+            }
+            MediaContent::Transcript {
+                text,
+                language,
+                duration,
+                segments,
+            } => {
+                data.text = Some(text);
+                data.language = language;
+                data.duration = duration;
+                data.segments = segments
+                    .into_iter()
+                    .map(|s| (s.start, s.end, s.text))
+                    .collect();
+            }
+        }
+        Ok(data)
+    }
 }
