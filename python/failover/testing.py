@@ -14,6 +14,7 @@ responses unserved (``MockServer.assert_all_used()``).
 
 from __future__ import annotations
 
+import base64
 import json as _json
 import math
 import re
@@ -24,7 +25,7 @@ from typing import Any
 
 from . import _native, _sleep
 
-__all__ = ["FakeSleeper", "MockServer", "RecordedRequest", "fake_sleep"]
+__all__ = ["FakeSleeper", "MockServer", "RecordedFile", "RecordedRequest", "fake_sleep"]
 
 
 class FakeSleeper:
@@ -119,6 +120,16 @@ class RecordedRequest:
     def json(self) -> Any:
         return _json.loads(self.body) if self.body else None
 
+    @property
+    def form(self) -> dict[str, str]:
+        """A ``multipart/form-data`` request's plain fields (``{}`` otherwise)."""
+        return {name: value for name, value in _form_parts(self) if isinstance(value, str)}
+
+    @property
+    def files(self) -> dict[str, RecordedFile]:
+        """A ``multipart/form-data`` request's files, by field name (``{}`` otherwise)."""
+        return {name: value for name, value in _form_parts(self) if isinstance(value, RecordedFile)}
+
     def __repr__(self) -> str:
         # The client sent real credentials; a repr must not show them.
         secret = _native.is_credential_header
@@ -127,6 +138,55 @@ class RecordedRequest:
             f"RecordedRequest(method={self.method!r}, path={self.path!r}, headers={shown!r}, "
             f"body=<{len(self.body)} bytes>)"
         )
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    """A file a multipart request carried."""
+
+    filename: str | None
+    content_type: str | None
+    data: bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordedFile(filename={self.filename!r}, content_type={self.content_type!r}, "
+            f"data=<{len(self.data)} bytes>)"
+        )
+
+
+def _form_parts(request: RecordedRequest) -> list[tuple[str, str | RecordedFile]]:
+    """The parts of a ``multipart/form-data`` body, in order: a field's
+    text, or a file (the standard library's MIME parser, imported here)."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("multipart/form-data"):
+        return []
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = BytesParser(policy=HTTP).parsebytes(head + request.body)
+    parts: list[tuple[str, str | RecordedFile]] = []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if not isinstance(name, str):
+            continue
+        if filename is None and part.get("content-type") is None:
+            parts.append((name, payload.decode()))
+        else:
+            parts.append((name, RecordedFile(filename, part.get_content_type(), payload)))
+    return parts
+
+
+#: A 1x1 transparent PNG: a real image, for tests that check the bytes.
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)
+#: A few bytes that start as MP3 frames do.
+SOME_MP3 = b"\xff\xf3\x44\xc4" + bytes(60)
 
 
 def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
@@ -263,6 +323,7 @@ class MockServer:
         fault: str | None = None,
         chunks: Sequence[bytes | str] | None = None,
         interval: float = 0.0,
+        content_type: str | None = None,
     ) -> None:
         """Scripts the next response.
 
@@ -277,7 +338,8 @@ class MockServer:
         ``"cut:N"`` stops a stream after N events or chunks (or a body after
         N bytes) and resets the connection, ``"stall:N"``
         sends N events or chunks and then nothing, keeping the connection
-        open.
+        open. ``content_type`` sets the Content-Type header (of a binary
+        ``body=``, say: ``push(body=mp3, content_type="audio/mpeg")``).
 
         A bad script fails here, at once, with ``ValueError``: a ``status``
         that is not an int from 100 to 599, a push after ``close()``, ``sse=``
@@ -286,6 +348,12 @@ class MockServer:
         HTTP token, a header value with a line break.
         """
         pairs = list(headers.items() if isinstance(headers, Mapping) else headers or [])
+        if content_type is not None:
+            if not isinstance(content_type, str) or not content_type:
+                raise ValueError(f"content_type must be a media type (a str), got {content_type!r}")
+            if any(k.lower() == "content-type" for k, _ in pairs):
+                raise ValueError("give content_type= or a content-type header, not both")
+            pairs.append(("content-type", content_type))
         for name, value in pairs:
             if any(c in f"{name}{value}" for c in "\r\n\0"):
                 raise ValueError(f"header {name!r} holds a line break or NUL")
@@ -343,6 +411,87 @@ class MockServer:
         """Scripts a successful embeddings answer (one vector per text) in a
         wire format: ``"openai"``, ``"gemini"`` or ``"ollama"``."""
         body = _embeddings_body(wire, vectors, model)
+        self.push(200, headers=headers, json=body, delay=delay)
+
+    def push_image(
+        self,
+        data: bytes | Sequence[bytes] = TINY_PNG,
+        wire: str = "openai",
+        *,
+        url: str | None = None,
+        revised_prompt: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Scripts a successful image answer in OpenAI's shape (also Azure's
+        and the compatible family's): each image of ``data`` (one or a list)
+        as ``b64_json``, or, with ``url=``, one image as that URL, with a GPT
+        image model's token usage."""
+        if wire != "openai":
+            raise ValueError(f"push_image speaks the 'openai' wire, not {wire!r}")
+        images = [data] if isinstance(data, (bytes, bytearray)) else list(data)
+        if url is not None:
+            items: list[dict[str, Any]] = [{"url": url}]
+        else:
+            items = [{"b64_json": base64.b64encode(bytes(i)).decode()} for i in images]
+        if revised_prompt is not None:
+            for item in items:
+                item["revised_prompt"] = revised_prompt
+        body = {
+            "created": 1713833628,
+            "data": items,
+            "usage": {
+                "input_tokens": 50,
+                "output_tokens": 4160 * len(items),
+                "total_tokens": 50 + 4160 * len(items),
+                "input_tokens_details": {"text_tokens": 50, "image_tokens": 0},
+            },
+        }
+        self.push(200, headers=headers, json=body, delay=delay)
+
+    def push_audio(
+        self,
+        data: bytes = SOME_MP3,
+        *,
+        content_type: str = "audio/mpeg",
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Scripts a successful speech answer as OpenAI sends it: the raw
+        audio bytes, ``audio/mpeg`` unless ``content_type`` says otherwise."""
+        self.push(200, headers=headers, body=bytes(data), content_type=content_type, delay=delay)
+
+    def push_transcription(
+        self,
+        text: str = "Hello there.",
+        *,
+        response_format: str = "json",
+        language: str | None = None,
+        duration: float | None = None,
+        segments: Sequence[tuple[float, float, str]] = (),
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Scripts a successful transcription in OpenAI's shape: ``json``
+        (the text and its duration as usage), ``verbose_json`` (with
+        ``language``, ``duration`` and ``segments`` of ``(start, end,
+        text)``), or a plain-text body for ``text``, ``srt`` and ``vtt``."""
+        if response_format in ("text", "srt", "vtt"):
+            self.push(200, headers=headers, body=text.encode(), content_type="text/plain")
+            return
+        body: dict[str, Any] = {"text": text}
+        if response_format == "verbose_json":
+            body.update(
+                task="transcribe",
+                language=language,
+                duration=duration,
+                segments=[
+                    {"id": i, "start": start, "end": end, "text": piece}
+                    for i, (start, end, piece) in enumerate(segments)
+                ],
+            )
+        elif duration is not None:
+            body["usage"] = {"type": "duration", "seconds": duration}
         self.push(200, headers=headers, json=body, delay=delay)
 
     @property

@@ -101,7 +101,8 @@ pub async fn exchange(
                     }
                     Job::Media(request) => {
                         let mut media = parse_media_response(provider, request, sent, response)?;
-                        fetch_images(provider, transport, &mut media, bounds.timeout).await?;
+                        fetch_images(provider, request, transport, &mut media, bounds.timeout)
+                            .await?;
                         Ok(Reply::Media(Box::new(media)))
                     }
                     _ => parse_response(provider, sent, response).map(Reply::Chat),

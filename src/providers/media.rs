@@ -7,7 +7,7 @@
 use super::answer::{error_failure, malformed, read_answer, request_id};
 use super::secrets::redact;
 use super::types::{
-    media_model, MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig,
+    media_model, Media, MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig,
 };
 use super::wire_format::{MediaAnswer, MediaBody};
 use super::wires::format;
@@ -131,11 +131,14 @@ pub fn parse_media_response(
 /// `timeout`. A fetch that fails is a server error of the provider.
 pub async fn fetch_images(
     provider: &ProviderConfig,
+    request: &MediaRequest,
     transport: &crate::http::ReqwestTransport,
     media: &mut MediaResponse,
     timeout: std::time::Duration,
 ) -> Result<(), Failure> {
-    let MediaContent::Images(images) = &mut media.content else {
+    let (Media::Image { urls: false, .. }, MediaContent::Images(images)) =
+        (&request.media, &mut media.content)
+    else {
         return Ok(());
     };
     for image in images.iter_mut().filter(|image| image.data.is_none()) {

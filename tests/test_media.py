@@ -1,0 +1,372 @@
+"""Images, speech and transcription: the same engine as chat (hints, waits,
+failover, skipping, deadlines), their wires, and their bad input refused
+before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import KEY, anthropic
+
+import failover
+from failover.testing import SOME_MP3, TINY_PNG, MockServer, fake_sleep
+
+@pytest.fixture
+def server(mock_server: MockServer) -> MockServer:
+    return mock_server
+
+
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(40)
+
+
+def run(face: str, client: failover.Client, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``client.METHOD`` or ``client.METHOD_async``: both faces of the one engine."""
+    if face == "sync":
+        return getattr(client, method)(*args, **kwargs)
+    return asyncio.run(getattr(client, f"{method}_async")(*args, **kwargs))
+
+
+def openai(server: MockServer, **kwargs: Any) -> failover.OpenAI:
+    return failover.OpenAI("gpt-4.1-mini", api_key=KEY, base_url=server.url, **kwargs)
+
+
+def rate_limited(server: MockServer, seconds: str = "1") -> None:
+    error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}}
+    server.push(429, headers={"retry-after": seconds}, json=error)
+
+
+# Each call type: its method, its arguments, what to script for its answer.
+CALLS = {
+    "image": ("generate_image", ("a red fox",), {}, lambda s: s.push_image(revised_prompt="fox")),
+    "speech": ("speak", ("Hello",), {"voice": "alloy"}, lambda s: s.push_audio()),
+    "transcription": ("transcribe", (WAV,), {}, lambda s: s.push_transcription("hi", duration=4)),
+}
+
+
+@pytest.mark.parametrize("kind", list(CALLS))
+def test_a_429_with_retry_after_is_waited_then_retried(
+    face: str, server: MockServer, kind: str
+) -> None:
+    method, args, kwargs, answer = CALLS[kind]
+    rate_limited(server)
+    answer(server)
+    client = failover.Client({"gpt": openai(server)})
+    with fake_sleep() as sleeper:
+        result = run(face, client, method, *args, **kwargs)
+    assert sleeper.sleeps == [1.0]
+    assert [a.status for a in result.attempts] == [429, 200]
+    assert result.provider == "gpt"
+    first, second = server.requests
+    assert first.path == second.path
+    assert first.body == second.body or kind == "transcription"
+
+
+@pytest.mark.parametrize("kind", list(CALLS))
+def test_a_provider_that_fails_is_failed_over_for_each_call_type(
+    face: str, server: MockServer, backup_server: MockServer, kind: str
+) -> None:
+    method, args, kwargs, answer = CALLS[kind]
+    server.push(401, json={"error": {"message": "Incorrect API key", "type": "invalid_api_key"}})
+    answer(backup_server)
+    client = failover.Client({"a": openai(server), "b": openai(backup_server)})
+    with fake_sleep():
+        result = run(face, client, method, *args, **kwargs)
+    assert result.provider == "b"
+    assert [(a.provider, a.status) for a in result.attempts] == [("a", 401), ("b", 200)]
+
+
+def test_an_image_comes_back_as_its_bytes_with_its_usage(face: str, server: MockServer) -> None:
+    server.push_image([TINY_PNG, TINY_PNG], revised_prompt="a red fox in snow")
+    client = failover.Client({"gpt": openai(server)})
+    result = run(face, client, "generate_image", "a red fox", n=2, size="1024x1024", quality="low")
+    assert result.data == TINY_PNG
+    assert [i.media_type for i in result.images] == ["image/png", "image/png"]
+    assert result.images[1].revised_prompt == "a red fox in snow"
+    assert result.usage.output_tokens == 8320
+    assert result.model == "gpt-image-1"
+    sent = server.requests[0].json
+    # A GPT image model refuses response_format: it always answers in base64.
+    assert sent == {
+        "model": "gpt-image-1",
+        "prompt": "a red fox",
+        "n": 2,
+        "size": "1024x1024",
+        "quality": "low",
+    }
+
+
+def test_an_image_url_is_fetched_without_the_key(face: str, server: MockServer) -> None:
+    server.push_image(url=f"{server.url}/files/fox.png")
+    server.push(body=TINY_PNG, content_type="image/png")
+    client = failover.Client({"gpt": openai(server, image_model="dall-e-2")})
+    result = run(face, client, "generate_image", "a red fox")
+    assert result.data == TINY_PNG
+    assert result.images[0].url == f"{server.url}/files/fox.png"
+    generate, fetch = server.requests
+    assert generate.json["response_format"] == "b64_json"
+    assert (fetch.method, fetch.path) == ("GET", "/files/fox.png")
+    assert "authorization" not in fetch.headers
+    assert KEY not in repr(fetch.header_list)
+
+
+def test_response_format_url_gives_the_url_and_fetches_nothing(
+    face: str, server: MockServer
+) -> None:
+    server.push_image(url="https://files.example/fox.png")
+    client = failover.Client({"gpt": openai(server, image_model="dall-e-3")})
+    result = run(face, client, "generate_image", "a fox", response_format="url")
+    assert result.data is None
+    assert result.images[0].url == "https://files.example/fox.png"
+    assert server.requests[0].json["response_format"] == "url"
+    assert len(server.requests) == 1
+
+
+def test_what_a_model_documents_it_cannot_take_is_refused_before_sending(
+    face: str, server: MockServer
+) -> None:
+    client = failover.Client({"gpt": openai(server, image_model="dall-e-3")})
+    with pytest.raises(failover.ConfigurationError, match=r"gpt cannot generate images so: .*n=1"):
+        run(face, client, "generate_image", "two foxes", n=2)
+    with pytest.raises(failover.ConfigurationError, match="at most 4096 characters"):
+        run(face, client, "speak", "x" * 5000, voice="alloy")
+    with pytest.raises(failover.ConfigurationError, match="at most 25 MB"):
+        run(face, client, "transcribe", WAV + bytes(26 * 1024 * 1024))
+    assert server.requests == []
+
+
+def test_speech_comes_back_as_the_audio_bytes(face: str, server: MockServer) -> None:
+    server.push_audio(SOME_MP3)
+    client = failover.Client({"gpt": openai(server)})
+    result = run(
+        face, client, "speak", "Hello", voice="coral", speed=1.25, instructions="Cheerful."
+    )
+    assert (result.data, result.media_type) == (SOME_MP3, "audio/mpeg")
+    assert server.requests[0].path == "/audio/speech"
+    assert server.requests[0].json == {
+        "model": "gpt-4o-mini-tts",
+        "input": "Hello",
+        "voice": "coral",
+        "response_format": "mp3",
+        "speed": 1.25,
+        "instructions": "Cheerful.",
+    }
+
+
+def test_a_json_error_where_audio_was_expected_is_an_error(face: str, server: MockServer) -> None:
+    error = {"error": {"message": f"Invalid voice; key {KEY}", "type": "invalid_request_error"}}
+    server.push(400, json=error)
+    client = failover.Client({"gpt": openai(server)})
+    with pytest.raises(failover.BadRequest) as caught:
+        run(face, client, "speak", "Hello", voice="nobody")
+    assert "gpt returned 400" in str(caught.value)
+    assert "Invalid voice" in str(caught.value)
+    assert KEY not in str(caught.value)
+    assert KEY not in repr(caught.value.attempts)
+
+
+def test_an_empty_audio_answer_is_a_server_error_retried(face: str, server: MockServer) -> None:
+    server.push(200, body=b"", content_type="audio/mpeg")
+    server.push_audio()
+    client = failover.Client({"gpt": openai(server)})
+    with fake_sleep():
+        result = run(face, client, "speak", "Hello", voice="alloy")
+    assert result.attempts[0].kind == "server_error"
+    assert result.data == SOME_MP3
+
+
+def test_a_transcription_is_sent_as_a_multipart_form(
+    face: str, server: MockServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "call.wav"
+    path.write_bytes(WAV)
+    server.push_transcription(
+        "Hello there.",
+        response_format="verbose_json",
+        language="english",
+        duration=4.5,
+        segments=[(0.0, 1.5, "Hello"), (1.5, 4.5, " there.")],
+    )
+    client = failover.Client({"gpt": openai(server, transcription_model="whisper-1")})
+    result = run(
+        face,
+        client,
+        "transcribe",
+        path,
+        language="en",
+        prompt="A greeting.",
+        response_format="verbose_json",
+    )
+    assert result.text == "Hello there."
+    assert (result.language, result.duration) == ("english", 4.5)
+    assert [(s.start, s.end, s.text) for s in result.segments] == [
+        (0.0, 1.5, "Hello"),
+        (1.5, 4.5, " there."),
+    ]
+    sent = server.requests[0]
+    assert sent.path == "/audio/transcriptions"
+    assert sent.form == {
+        "model": "whisper-1",
+        "language": "en",
+        "prompt": "A greeting.",
+        "response_format": "verbose_json",
+    }
+    assert sent.files["file"].filename == "call.wav"
+    assert sent.files["file"].content_type == "audio/wav"
+    assert sent.files["file"].data == WAV
+
+
+def test_a_text_transcript_is_the_body_as_written(face: str, server: MockServer) -> None:
+    server.push_transcription("1\n00:00:00,000 --> 00:00:01,500\nHello\n", response_format="srt")
+    client = failover.Client({"gpt": openai(server, transcription_model="whisper-1")})
+    result = run(face, client, "transcribe", io.BytesIO(WAV), response_format="srt")
+    assert result.text.startswith("1\n00:00:00,000")
+    assert result.segments == []
+
+
+def test_a_large_file_is_read_once_and_resent_from_memory(
+    face: str, server: MockServer, tmp_path: Path
+) -> None:
+    recording = WAV + bytes(range(256)) * (5 * 1024 * 4)  # about 5 MB
+    path = tmp_path / "long.wav"
+    path.write_bytes(recording)
+    rate_limited(server)
+    server.push_transcription("long")
+    client = failover.Client({"gpt": openai(server)})
+    with open(path, "rb") as file, fake_sleep() as sleeper:
+        result = run(face, client, "transcribe", file)
+        # Read once: a retry does not read the file again.
+        assert file.tell() == len(recording)
+    assert result.text == "long"
+    assert sleeper.sleeps == [1.0]
+    first, second = server.requests
+    assert first.files["file"].data == recording
+    assert second.files["file"].data == recording
+    assert second.files["file"].filename == "long.wav"
+
+
+def test_providers_without_the_call_type_are_skipped_with_the_reason(
+    face: str, server: MockServer, backup_server: MockServer
+) -> None:
+    backup_server.push_image()
+    client = failover.Client(
+        {
+            "claude": anthropic(server),
+            "groq": failover.Groq("llama-3.3-70b", api_key=KEY, base_url=server.url),
+            "gpt": openai(backup_server),
+        }
+    )
+    result = run(face, client, "generate_image", "a fox")
+    assert result.provider == "gpt"
+    skipped = [(a.provider, a.skipped) for a in result.attempts if a.skipped]
+    assert skipped == [
+        ("claude", "claude cannot generate images: its API has none"),
+        ("groq", "groq cannot generate images: its API has none"),
+    ]
+    assert server.requests == []
+
+
+def test_a_chain_where_none_can_is_a_configuration_error(face: str, server: MockServer) -> None:
+    client = failover.Client(
+        {"claude": anthropic(server), "local": failover.OpenAICompatible("m", base_url=server.url)}
+    )
+    with pytest.raises(failover.ConfigurationError) as caught:
+        run(face, client, "speak", "Hello", voice="alloy")
+    message = str(caught.value)
+    assert "no provider in the chain can speak" in message
+    assert "claude cannot speak: its API has none" in message
+    assert "local cannot speak: it has no speech_model=" in message
+    assert server.requests == []
+
+
+def test_groq_transcribes_with_its_whisper_by_default(face: str, server: MockServer) -> None:
+    server.push_transcription("hola")
+    client = failover.Client({"groq": failover.Groq("llama-3.3-70b", api_key=KEY, base_url=server.url)})
+    result = run(face, client, "transcribe", WAV, language="es")
+    assert result.text == "hola"
+    assert server.requests[0].form["model"] == "whisper-large-v3-turbo"
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_mistral_is_not_sent_the_fields_it_lacks(face: str, server: MockServer) -> None:
+    server.push(json={"model": "voxtral-mini-latest", "text": "bonjour", "language": "fr"})
+    mistral = failover.Mistral("mistral-small-latest", api_key=KEY, base_url=server.url)
+    client = failover.Client({"mistral": mistral})
+    result = run(face, client, "transcribe", WAV, prompt="greeting")
+    assert (result.text, result.language, result.model) == ("bonjour", "fr", "voxtral-mini-latest")
+    assert server.requests[0].form == {"model": "voxtral-mini-latest"}
+
+
+def test_azure_sends_each_call_type_to_its_deployment(face: str, server: MockServer) -> None:
+    server.push_image()
+    azure = failover.Azure(
+        "chat-deployment", endpoint=server.url, api_key=KEY, image_model="images-deployment"
+    )
+    client = failover.Client({"azure": azure})
+    run(face, client, "generate_image", "a fox")
+    sent = server.requests[0]
+    assert sent.path == (
+        "/openai/deployments/images-deployment/images/generations?api-version=2024-10-21"
+    )
+    assert sent.headers["api-key"] == KEY
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "says"),
+    [
+        ("speak", ("",), {"voice": "alloy"}, "text must be a non-empty str"),
+        ("speak", ("Hi",), {"voice": 3}, "voice= must be a voice name"),
+        ("speak", ("Hi",), {"voice": "alloy", "format": "ogg"}, "format= is one of"),
+        ("speak", ("Hi",), {"voice": "alloy", "speed": 9}, "speed must be a number from 0.25"),
+        ("generate_image", ("",), {}, "prompt must be a non-empty str"),
+        ("generate_image", ("a fox",), {"n": 0}, "n must be"),
+        ("generate_image", ("a fox",), {"size": "big"}, "size= is WIDTHxHEIGHT"),
+        ("generate_image", ("a fox",), {"response_format": "png"}, "response_format= is 'b64'"),
+        ("transcribe", ("/no/such/file.wav",), {}, "no file at '/no/such/file.wav'"),
+        ("transcribe", (b"",), {}, "audio is empty"),
+        ("transcribe", (b"\x00\x01\x02",), {}, "pass filename="),
+        ("transcribe", (WAV,), {"filename": "notes.txt"}, "filename= needs an audio extension"),
+        ("transcribe", (WAV,), {"response_format": "xml"}, "response_format= is one of"),
+        ("transcribe", (12,), {}, "audio must be bytes, a path or a binary file object"),
+        ("transcribe", (io.StringIO("text"),), {}, "open it in binary mode"),
+    ],
+)
+def test_bad_input_is_refused_before_sending(
+    face: str, server: MockServer, method: str, args: tuple[Any, ...], kwargs: Any, says: str
+) -> None:
+    client = failover.Client({"gpt": openai(server)})
+    with pytest.raises(failover.ConfigurationError, match=says.replace("(", r"\(")):
+        run(face, client, method, *args, **kwargs)
+    assert server.requests == []
+
+
+def test_a_media_model_is_checked_when_given() -> None:
+    with pytest.raises(failover.ConfigurationError, match="Anthropic has no image generation API"):
+        failover.Anthropic("claude-haiku-4-5", api_key=KEY, image_model="x")
+    with pytest.raises(failover.ConfigurationError, match="speech_model must be a model name"):
+        failover.OpenAI("gpt-4.1", api_key=KEY, speech_model="  ")
+    with pytest.raises(failover.ConfigurationError, match="Groq has no speech API"):
+        failover.Groq("llama", api_key=KEY, speech_model="playai-tts")
+
+
+def test_a_media_call_has_its_own_cooldown(face: str, server: MockServer) -> None:
+    # An images 404 cools images only: chat goes on.
+    server.push(404, json={"error": {"message": "The model does not exist", "type": "x"}})
+    server.push_text("still here")
+    client = failover.Client({"gpt": openai(server, image_model="no-such-image-model")})
+    with pytest.raises(failover.ModelNotFound):
+        run(face, client, "generate_image", "a fox")
+    assert [key for key, _ in client.cooldowns().items()] == ["gpt:images"]
+    assert client.prompt("Hi").text == "still here"
+
+
+def test_the_call_model_overrides_the_providers(face: str, server: MockServer) -> None:
+    server.push_audio()
+    client = failover.Client({"gpt": openai(server)})
+    result = run(face, client, "speak", "Hi", voice="alloy", model="tts-1")
+    assert result.model == "tts-1"
+    assert json.loads(server.requests[0].body)["model"] == "tts-1"
