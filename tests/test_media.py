@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KEY, anthropic
 
 import failover
 from failover.testing import SOME_MP3, TINY_PNG, MockServer, fake_sleep
+
+from conftest import KEY, anthropic
+
 
 @pytest.fixture
 def server(mock_server: MockServer) -> MockServer:
@@ -285,7 +287,8 @@ def test_a_chain_where_none_can_is_a_configuration_error(face: str, server: Mock
 
 def test_groq_transcribes_with_its_whisper_by_default(face: str, server: MockServer) -> None:
     server.push_transcription("hola")
-    client = failover.Client({"groq": failover.Groq("llama-3.3-70b", api_key=KEY, base_url=server.url)})
+    groq = failover.Groq("llama-3.3-70b", api_key=KEY, base_url=server.url)
+    client = failover.Client({"groq": groq})
     result = run(face, client, "transcribe", WAV, language="es")
     assert result.text == "hola"
     assert server.requests[0].form["model"] == "whisper-large-v3-turbo"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os  # loaded at interpreter startup: transcribe()'s hints name os.PathLike
+
 from . import _media, _native, _options, _sleep
 from ._checks import count, is_async_callable, number, seconds
 from ._cost import Price, Pricing
@@ -20,7 +22,6 @@ from ._telemetry import Observed, OpenTelemetry, Telemetry
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
-    import os
     import typing
     from collections.abc import Callable, Iterable, Mapping, Sequence
 

@@ -10,12 +10,6 @@ from ._checks import count, number, utf8_text
 from ._exceptions import ConfigurationError
 from ._seam import MediaArgs
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
-if TYPE_CHECKING:
-    import typing
-else:
-    from . import _typing as typing
-
 #: What ``speak(format=)`` takes (OpenAI's names; each wire says which it has).
 SPEECH_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 #: What ``transcribe(response_format=)`` takes.
@@ -84,7 +78,7 @@ def speech_args(
     args.voice = _text("voice=", voice)
     if format not in SPEECH_FORMATS:
         raise ConfigurationError(f"format= is one of {list(SPEECH_FORMATS)}, got {format!r}")
-    args.format = typing.cast(str, format)
+    args.format = format
     if speed is not None:
         speed = number("speed", speed, low=0.25, high=4.0)
     args.speed = speed
@@ -129,7 +123,7 @@ def transcription_args(
         raise ConfigurationError(
             f"response_format= is one of {list(TRANSCRIPT_FORMATS)}, got {response_format!r}"
         )
-    args.response_format = typing.cast(str, response_format)
+    args.response_format = response_format
     return args
 
 

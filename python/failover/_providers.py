@@ -666,7 +666,7 @@ class OpenAICompatible(Provider):
     genai_prices_by_url = True
     #: OpenAI's image and audio paths; which the server has is its own
     #: (a call to a path it lacks fails like any 404).
-    media = ("image", "speech", "transcription")
+    media: typing.ClassVar[tuple[str, ...]] = ("image", "speech", "transcription")
 
     def __init__(
         self,

@@ -169,7 +169,9 @@ def _form_parts(request: RecordedRequest) -> list[tuple[str, str | RecordedFile]
     parts: list[tuple[str, str | RecordedFile]] = []
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):
+            payload = b""
         filename = part.get_filename()
         if not isinstance(name, str):
             continue

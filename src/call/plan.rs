@@ -150,7 +150,7 @@ impl Plan {
         engine::unserved(&unable)
     }
 
-    /// For an embeddings call in which nobody can embed, why each cannot: it
+    /// For an embeddings or media call that no member can make, why each cannot: it
     /// would fail after no request at all, so it is the caller's
     /// configuration, said at once.
     pub fn none_can_serve(&self, job: &Job) -> Option<String> {

@@ -435,19 +435,19 @@ fn an_embeddings_chain_nobody_can_embed_says_why() {
     let client = client(vec![none.clone(), provider("y", url)]);
     let job = Job::Embed(EmbedRequest::default());
     let alone = Plan::new(Arc::clone(&client), &[0], &job);
-    let why = alone.none_can_embed(&job).unwrap();
+    let why = alone.none_can_serve(&job).unwrap();
     assert!(
         why.starts_with("no provider in the chain can embed: "),
         "{why}"
     );
     assert!(why.contains('n'), "{why}");
     assert!(Plan::new(Arc::clone(&client), &[0, 1], &job)
-        .none_can_embed(&job)
+        .none_can_serve(&job)
         .is_none());
     // A chat call is the engine's to refuse (Unserved), not this rule's.
     let chat_job = Job::Chat(chat(None));
     assert!(Plan::new(client, &[0], &chat_job)
-        .none_can_embed(&chat_job)
+        .none_can_serve(&chat_job)
         .is_none());
 }
 
