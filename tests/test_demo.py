@@ -24,5 +24,6 @@ def test_demo_runs_every_scene():
     assert "claude skipped (cooling down for 300.0s more: it asked for 300s), gpt ok" in out
     assert "6 calls at once: claude answered 2, gpt 4; claude never had more than 2 at once" in out
     assert "claude skipped (at its concurrency limit (2 in flight)), gpt ok" in out
-    assert "summary: 7/7 calls answered, 3 retries" in out
+    assert "gpt answered in" in out and "bytes of image/png" in out
+    assert "summary: 8/8 calls answered, 4 retries" in out
     assert "fake sleeps" in out

@@ -117,6 +117,8 @@ def demo(fake_sleep: bool = False) -> int:
             prices={
                 "claude-haiku-4-5": Price(1.00, 5.00, cache_read=0.10, cache_write=1.25),
                 "gpt-4.1-mini": Price(0.40, 1.60, cache_read=0.10),
+                # Text in, image tokens out.
+                "gpt-image-1": Price(5.00, 40.00),
             },
             timeout=5.0,
             sleeper=sleeper,
@@ -183,8 +185,15 @@ def demo(fake_sleep: bool = False) -> int:
         )
         return next(r for r in answers if r.provider == "gpt")
 
+    def image_rate_limit() -> None:
+        gpt.push(429, headers={"retry-after": "1"}, json=_RATE_LIMIT)
+        gpt.push_image(revised_prompt="A red fox in fresh snow, morning light")
+
     def prompt() -> Any:
         return current["client"].prompt("Say hello")
+
+    def image() -> Any:
+        return current["client"].generate_image("a red fox in snow", size="1024x1024")
 
     def stream(on_interrupt: str = "raise") -> Callable[[], Any]:
         def run() -> Any:
@@ -245,6 +254,12 @@ def demo(fake_sleep: bool = False) -> int:
             burst,
             False,
         ),
+        (
+            "8. An image call waits out GPT's short rate limit (Claude cannot draw: skipped)",
+            image_rate_limit,
+            image,
+            True,
+        ),
     ]
     answered = 0
     kind = "fake sleeps" if fake_sleep else "real sleeps"
@@ -262,7 +277,12 @@ def demo(fake_sleep: bool = False) -> int:
             continue
         answered += 1
         took = time.perf_counter() - call_start
-        print(f"  {stamp()}  {r.provider} answered in {took:.2f}s: {r.text!r}")
+        what = (
+            repr(r.text)
+            if hasattr(r, "text")
+            else f"{len(r.data)} bytes of {r.images[0].media_type}"
+        )
+        print(f"  {stamp()}  {r.provider} answered in {took:.2f}s: {what}")
         print(f"           attempts: {', '.join(_attempt(a) for a in r.attempts)}")
         print(f"           cost: {_cost(r)}\n")
     total = time.perf_counter() - start

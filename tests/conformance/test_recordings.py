@@ -1,7 +1,7 @@
 """Every recorded interaction is accounted for: replayed by the chat or stream suite, or
 skipped with the reason it is not (an API the contract does not cover, such as OpenAI's
 Responses API, DESIGN §5; a call that is not a model call, such as Gemini File Search store
-management; image generation, speech or transcription, a call type of a later issue); and each
+management; image generation, speech or transcription, replayed by test_media.py); and each
 provider class's default base URL is where its recordings were made.
 """
 
