@@ -373,3 +373,20 @@ def test_the_call_model_overrides_the_providers(face: str, server: MockServer) -
     result = run(face, client, "speak", "Hi", voice="alloy", model="tts-1")
     assert result.model == "tts-1"
     assert json.loads(server.requests[0].body)["model"] == "tts-1"
+
+
+@pytest.mark.parametrize("kind", list(CALLS))
+def test_a_slow_provider_ends_the_call_at_its_deadline(
+    face: str, server: MockServer, kind: str
+) -> None:
+    import time
+
+    method, args, kwargs, _ = CALLS[kind]
+    server.push(200, json={}, delay=5.0)
+    client = failover.Client({"gpt": openai(server)})
+    started = time.monotonic()
+    with pytest.raises(failover.DeadlineExceeded) as caught:
+        run(face, client, method, *args, deadline=0.5, **kwargs)
+    # A wide margin: the failure this guards against is seconds past it.
+    assert time.monotonic() - started < 2.5
+    assert "gpt" in str(caught.value)

@@ -361,3 +361,113 @@ fn transcript(json: &Map<String, Value>) -> Result<(MediaContent, Usage, Option<
     };
     Ok((content, usage, string_at(json, "model")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(n: u32, urls: bool, prompt: &str) -> MediaRequest {
+        MediaRequest {
+            media: Media::Image {
+                prompt: prompt.into(),
+                size: None,
+                n,
+                quality: None,
+                urls,
+            },
+            model: None,
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn what_a_model_documents_it_cannot_take_is_said() {
+        assert_eq!(
+            unable("dall-e-3", &image(2, false, "fox")).as_deref(),
+            Some("dall-e-3 makes one image per call (n=1)")
+        );
+        assert!(unable("dall-e-2", &image(1, false, &"x".repeat(1001)))
+            .unwrap()
+            .contains("at most 1000 characters, not 1001"));
+        assert!(unable("gpt-image-1", &image(1, true, "fox"))
+            .unwrap()
+            .contains("never a URL"));
+        // An unknown model (a compatible server's) is not second-guessed.
+        assert_eq!(unable("flux-dev", &image(4, true, &"x".repeat(5000))), None);
+    }
+
+    #[test]
+    fn images_are_read_from_base64_or_left_as_urls() {
+        let png = b"\x89PNG\r\n\x1a\nrest";
+        let packed = base64::engine::general_purpose::STANDARD.encode(png);
+        let json = serde_json::json!({
+            "data": [{"b64_json": packed, "revised_prompt": "a fox"}, {"url": "https://x/y.png"}],
+            "usage": {"input_tokens": 7, "output_tokens": 9},
+        });
+        let parsed = parse(
+            &image(2, false, "fox"),
+            MediaAnswer::Json(json.as_object().unwrap()),
+        );
+        let parsed = parsed.unwrap();
+        let MediaContent::Images(images) = parsed.content else {
+            panic!("not images")
+        };
+        assert_eq!(images[0].data.as_deref(), Some(&png[..]));
+        assert_eq!(images[0].media_type.as_deref(), Some("image/png"));
+        assert_eq!(images[0].revised_prompt.as_deref(), Some("a fox"));
+        assert_eq!(images[1].data, None);
+        assert_eq!(images[1].url.as_deref(), Some("https://x/y.png"));
+        assert_eq!(parsed.usage.output_tokens, Some(9));
+        let broken = serde_json::json!({"data": [{"b64_json": "not base64!"}]});
+        let broken = parse(
+            &image(1, false, "f"),
+            MediaAnswer::Json(broken.as_object().unwrap()),
+        );
+        assert!(broken.unwrap_err().contains("does not decode"));
+    }
+
+    #[test]
+    fn a_transcript_takes_its_duration_from_usage_and_checks_its_segments() {
+        let request = MediaRequest {
+            media: Media::Transcription {
+                audio: bytes::Bytes::from_static(b"RIFF"),
+                filename: "a.wav".into(),
+                language: None,
+                prompt: None,
+                response_format: "json".into(),
+            },
+            model: None,
+            headers: Vec::new(),
+        };
+        let json = serde_json::json!({"text": "hi", "usage": {"type": "duration", "seconds": 4}});
+        let parsed = parse(&request, MediaAnswer::Json(json.as_object().unwrap())).unwrap();
+        assert_eq!(
+            parsed.content,
+            MediaContent::Transcript {
+                text: "hi".into(),
+                language: None,
+                duration: Some(4.0),
+                segments: Vec::new(),
+            }
+        );
+        let bad = serde_json::json!({"text": "hi", "segments": [{"start": 0.0, "text": "hi"}]});
+        let bad = parse(&request, MediaAnswer::Json(bad.as_object().unwrap()));
+        assert!(bad.unwrap_err().contains("segment"));
+        let not_utf8 = parse(
+            &request,
+            MediaAnswer::Bytes {
+                content_type: "text/plain",
+                body: b"\xff\xfe",
+            },
+        );
+        assert!(not_utf8.unwrap_err().contains("not UTF-8"));
+    }
+
+    #[test]
+    fn uploads_are_typed_by_their_extension() {
+        assert_eq!(upload_type("call.WAV"), "audio/wav");
+        assert_eq!(upload_type("a.b.mp3"), "audio/mpeg");
+        assert_eq!(upload_type("voice.m4a"), "audio/mp4");
+        assert_eq!(upload_type("noextension"), "application/octet-stream");
+    }
+}
