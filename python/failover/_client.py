@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     #: A whole call's result.
     R = typing.TypeVar("R", Response, Embeddings, ImageResponse, SpeechResponse, Transcription)
+    #: A media call's result.
+    M = typing.TypeVar("M", ImageResponse, SpeechResponse, Transcription)
 else:
     from _collections_abc import (  # collections.abc's, loaded at startup
         Callable,
@@ -942,6 +944,32 @@ class Client:
         self._check_credential_headers(args.headers, args.chain)
         return args
 
+    def _media(self, args: MediaArgs, result: type[M]) -> M:
+        """One image, speech or transcription call, made: its span, its
+        answer counted, its error priced and counted."""
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = self._native.media(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(result(data, self._pricing), observed)
+
+    async def _media_async(self, args: MediaArgs, result: type[M]) -> M:
+        """``_media`` for asyncio."""
+        _quiesce_at_exit()
+        observed = (
+            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
+        )
+        try:
+            data = await self._native.media_async(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return self._answered(result(data, self._pricing), observed)
+
     def generate_image(
         self,
         prompt: str,
@@ -982,15 +1010,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = self._native.media(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(ImageResponse(data, self._pricing), observed)
+        return self._media(args, ImageResponse)
 
     async def generate_image_async(
         self,
@@ -1021,16 +1041,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=True,
         )
-        _quiesce_at_exit()
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = await self._native.media_async(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(ImageResponse(data, self._pricing), observed)
+        return await self._media_async(args, ImageResponse)
 
     def speak(
         self,
@@ -1069,15 +1080,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = self._native.media(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(SpeechResponse(data, self._pricing), observed)
+        return self._media(args, SpeechResponse)
 
     async def speak_async(
         self,
@@ -1108,16 +1111,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=True,
         )
-        _quiesce_at_exit()
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = await self._native.media_async(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(SpeechResponse(data, self._pricing), observed)
+        return await self._media_async(args, SpeechResponse)
 
     def transcribe(
         self,
@@ -1159,15 +1153,7 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=False,
         )
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = self._native.media(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(Transcription(data, self._pricing), observed)
+        return self._media(args, Transcription)
 
     async def transcribe_async(
         self,
@@ -1198,13 +1184,4 @@ class Client:
             idempotency_key=idempotency_key,
             is_async=True,
         )
-        _quiesce_at_exit()
-        observed = (
-            None if self._telemetry is None else self._telemetry.start(_MEDIA_OPERATION, args, True)
-        )
-        try:
-            data = await self._native.media_async(args)
-        except BaseException as error:
-            self._failed(error, False, observed)
-            raise
-        return self._answered(Transcription(data, self._pricing), observed)
+        return await self._media_async(args, Transcription)
