@@ -390,3 +390,89 @@ def test_a_slow_provider_ends_the_call_at_its_deadline(
     # A wide margin: the failure this guards against is seconds past it.
     assert time.monotonic() - started < 2.5
     assert "gpt" in str(caught.value)
+
+
+def read_speech(face: str, client: failover.Client, text: str = "Hello", **kwargs: Any) -> Any:
+    """Every piece of a speech stream through either face, and its response."""
+    if face == "sync":
+        with client.speak_stream(text, voice="alloy", **kwargs) as stream:
+            pieces = list(stream)
+        return pieces, stream.response
+
+    async def go() -> Any:
+        async with client.speak_stream_async(text, voice="alloy", **kwargs) as stream:
+            pieces = [p async for p in stream]
+        return pieces, stream.response
+
+    return asyncio.run(go())
+
+
+def test_a_speech_stream_yields_the_audio_as_it_arrives(face: str, server: MockServer) -> None:
+    rate_limited(server)
+    server.push(chunks=[b"\xff\xf3one", b"two", b"three"], content_type="audio/mpeg")
+    client = failover.Client({"gpt": openai(server)})
+    with fake_sleep() as sleeper:
+        pieces, response = read_speech(face, client)
+    assert b"".join(pieces) == b"\xff\xf3onetwothree"
+    assert sleeper.sleeps == [1.0]
+    assert [a.status for a in response.attempts] == [429, 200]
+    assert server.requests[1].json["input"] == "Hello"
+
+
+def test_a_speech_stream_cut_after_its_first_bytes_is_never_replayed(
+    face: str, server: MockServer
+) -> None:
+    server.push(chunks=[b"\xff\xf3one", b"two", b"three"], content_type="audio/mpeg", fault="cut:1")
+    client = failover.Client({"gpt": openai(server)})
+    got: list[bytes] = []
+    with pytest.raises(failover.StreamInterrupted) as caught:
+        if face == "sync":
+            with client.speak_stream("Hello", voice="alloy") as stream:
+                got.extend(stream)
+        else:
+
+            async def go() -> None:
+                async with client.speak_stream_async("Hello", voice="alloy") as stream:
+                    async for piece in stream:
+                        got.append(piece)
+
+            asyncio.run(go())
+    assert got == [b"\xff\xf3one"]
+    assert "broke after its first content" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+def test_a_speech_stream_cut_before_any_bytes_fails_over(
+    face: str, server: MockServer, backup_server: MockServer
+) -> None:
+    server.push(fault="reset")
+    backup_server.push(chunks=[b"\xff\xf3ok"], content_type="audio/mpeg")
+    client = failover.Client({"a": openai(server), "b": openai(backup_server)})
+    with fake_sleep():
+        pieces, response = read_speech(face, client)
+    assert pieces == [b"\xff\xf3ok"]
+    assert response.provider == "b"
+
+
+def test_a_speech_stream_error_is_read_from_its_json(face: str, server: MockServer) -> None:
+    server.push(400, json={"error": {"message": "Unknown voice", "type": "invalid_request_error"}})
+    client = failover.Client({"gpt": openai(server)})
+    with pytest.raises(failover.BadRequest, match="gpt returned 400: Unknown voice"):
+        read_speech(face, client)
+
+
+def test_a_speech_stream_that_stalls_after_its_first_bytes_ends_at_its_timeout(
+    face: str, server: MockServer
+) -> None:
+    # As for a chat stream: the deadline bounds the start, then `timeout`
+    # bounds each wait for more.
+    import time
+
+    server.push(chunks=[b"\xff\xf3one", b"two"], content_type="audio/mpeg", fault="stall:1")
+    client = failover.Client({"gpt": openai(server)})
+    started = time.monotonic()
+    with pytest.raises(failover.StreamInterrupted) as caught:
+        read_speech(face, client, timeout=0.5)
+    # A wide margin: the failure this guards against is seconds past it.
+    assert time.monotonic() - started < 2.5
+    assert "gpt: no event from" in str(caught.value)

@@ -60,13 +60,14 @@ from ._providers import (
     Provider,
 )
 from ._stats import ProviderStats, Stats
-from ._stream import AsyncStream, Chunk, Stream
+from ._stream import AsyncSpeechStream, AsyncStream, Chunk, SpeechStream, Stream
 from ._telemetry import OpenTelemetry
 from ._usage import Usage
 
 __all__ = [
     "XAI",
     "Anthropic",
+    "AsyncSpeechStream",
     "AsyncStream",
     "Attempt",
     "AuthenticationError",
@@ -115,6 +116,7 @@ __all__ = [
     "Segment",
     "ServerError",
     "SpeechResponse",
+    "SpeechStream",
     "Stats",
     "Stream",
     "StreamInterrupted",

@@ -17,7 +17,7 @@ from ._policy import RetryPolicy
 from ._providers import Pool, Provider, _check_name, _checked_headers, _display_url
 from ._seam import CallArgs, EmbedArgs, MediaArgs, TransportSpec
 from ._stats import Stats, Tally
-from ._stream import AsyncStream, Stream
+from ._stream import AsyncSpeechStream, AsyncStream, SpeechStream, Stream
 from ._telemetry import Observed, OpenTelemetry, Telemetry
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
@@ -1112,6 +1112,93 @@ class Client:
             is_async=True,
         )
         return await self._media_async(args, SpeechResponse)
+
+    def speak_stream(
+        self,
+        text: str,
+        *,
+        voice: str,
+        format: str = "mp3",
+        speed: float | None = None,
+        instructions: str | None = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SpeechStream:
+        """``speak()``, its audio's bytes yielded as they arrive: a
+        ``SpeechStream`` (iterate it; also a context manager). Before the first
+        bytes the same retry and failover as ``speak()``; after them nothing is
+        replayed (a cut raises ``StreamInterrupted``). As for ``stream()``, the
+        deadline bounds its start, until the first bytes; then ``timeout``
+        bounds each wait for more."""
+        args = self._media_args(
+            _media.speech_args(text, voice, format, speed, instructions),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=False,
+        )
+        observed = self._observe(_MEDIA_OPERATION, args, False)
+        try:
+            native = self._native.speak_stream(args)
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return SpeechStream(native, self._pricing, self._tally, observed)
+
+    def speak_stream_async(
+        self,
+        text: str,
+        *,
+        voice: str,
+        format: str = "mp3",
+        speed: float | None = None,
+        instructions: str | None = None,
+        provider: str | Sequence[str] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> AsyncSpeechStream:
+        """``speak_stream()`` for asyncio: ``async for`` it (call it on the
+        event loop that reads it)."""
+        args = self._media_args(
+            _media.speech_args(text, voice, format, speed, instructions),
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            deadline=deadline,
+            retry=retry,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            is_async=True,
+        )
+        _quiesce_at_exit()
+        observed = self._observe(_MEDIA_OPERATION, args, False)
+        try:
+            try:
+                native = self._native.speak_stream_async(args)
+            except RuntimeError as exc:
+                if "event loop" not in str(exc):
+                    raise
+                raise FailoverError(
+                    "speak_stream_async() is called on the running event loop that will "
+                    "iterate it (inside async code); in sync code, use speak_stream()"
+                ) from None
+        except BaseException as error:
+            self._failed(error, False, observed)
+            raise
+        return AsyncSpeechStream(native, self._pricing, self._tally, observed)
 
     def transcribe(
         self,

@@ -301,8 +301,9 @@ def _stream_interrupted(
     call_id: str,
 ) -> StreamInterrupted:
     """Called by the native module when a stream breaks after its first content."""
-    shown = len(partial_text)
-    message = f"the stream from {provider} broke after {shown} characters: {cause}"
+    # A speech stream (or one of tool calls only) has content but no text.
+    shown = f"{len(partial_text)} characters" if partial_text else "its first content"
+    message = f"the stream from {provider} broke after {shown}: {cause}"
     error = StreamInterrupted(
         message,
         partial_text=partial_text,

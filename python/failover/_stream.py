@@ -30,7 +30,8 @@ else:
 class Chunk:
     """One piece of a streamed answer.
 
-    ``kind`` is ``"text"``, ``"reasoning"``, ``"tool_call"`` or ``"restart"``;
+    ``kind`` is ``"text"``, ``"reasoning"``, ``"tool_call"``, ``"audio"`` (a
+    speech stream's bytes, in ``data``) or ``"restart"``;
     ``text`` is ``""`` on every kind but ``"text"`` (so ``"".join(c.text for c
     in stream)`` is the answer). ``tool_call`` is the assembled ``ToolCall``
     once complete. A ``"restart"`` chunk means everything yielded before it
@@ -38,7 +39,15 @@ class Chunk:
     those calls.
     """
 
-    __slots__ = ("discarded", "discarded_tool_calls", "kind", "reasoning", "text", "tool_call")
+    __slots__ = (
+        "data",
+        "discarded",
+        "discarded_tool_calls",
+        "kind",
+        "reasoning",
+        "text",
+        "tool_call",
+    )
 
     kind: str
     text: str
@@ -46,6 +55,7 @@ class Chunk:
     tool_call: ToolCall | None
     discarded: str
     discarded_tool_calls: tuple[ToolCall, ...]
+    data: bytes | None
 
     def __init__(
         self,
@@ -55,8 +65,10 @@ class Chunk:
         tool_call: ToolCall | None = None,
         discarded: str = "",
         discarded_tool_calls: tuple[ToolCall, ...] = (),
+        data: bytes | None = None,
     ) -> None:
         self.kind = kind
+        self.data = data
         self.text = text
         self.reasoning = reasoning
         self.tool_call = tool_call
@@ -77,6 +89,8 @@ class Chunk:
             return f"Chunk(kind='reasoning', reasoning={self.reasoning!r})"
         if self.kind == "tool_call":
             return f"Chunk(kind='tool_call', tool_call={self.tool_call!r})"
+        if self.kind == "audio" and self.data is not None:
+            return f"Chunk(kind='audio', data=<{len(self.data)} bytes>)"
         return (
             f"Chunk(kind='restart', discarded={self.discarded!r}, "
             f"discarded_tool_calls={self.discarded_tool_calls!r})"
@@ -92,6 +106,8 @@ def _chunk(data: typing.Any) -> Chunk:
         return Chunk("reasoning", reasoning=data.reasoning)
     if kind == "tool_call":
         return Chunk("tool_call", tool_call=_tool_calls([data.tool_call])[0])
+    if kind == "audio":
+        return Chunk("audio", data=data.audio)
     return Chunk(
         "restart",
         discarded=data.discarded,
@@ -290,3 +306,36 @@ class AsyncStream(_StreamBase):
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._close()
+
+
+class SpeechStream(Stream):
+    """Speech as it arrives (``client.speak_stream()``): iterate it for the
+    audio's ``bytes``; also a context manager. Nothing is replayed once bytes
+    were handed out: a cut after them raises ``StreamInterrupted``.
+    ``.response`` (once it has ended) has its provider and attempts."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> SpeechStream:
+        return self
+
+    def __next__(self) -> bytes:  # type: ignore[override]
+        return super().__next__().data or b""
+
+    def __enter__(self) -> SpeechStream:
+        return self
+
+
+class AsyncSpeechStream(AsyncStream):
+    """``SpeechStream`` for asyncio: ``async for`` it for the audio's ``bytes``."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> AsyncSpeechStream:
+        return self
+
+    async def __anext__(self) -> bytes:  # type: ignore[override]
+        return (await super().__anext__()).data or b""
+
+    async def __aenter__(self) -> AsyncSpeechStream:
+        return self

@@ -59,7 +59,7 @@ impl Plan {
                     }
                     // Bounded by its pool's and quota's limits only: a
                     // provider's own limit= is its chat's.
-                    (Some(drawn), Job::Media(_)) => {
+                    (Some(drawn), Job::Media(_) | Job::MediaStream(_)) => {
                         let shared = drawn.chat.iter().copied();
                         let shared = shared.filter(|&b| Some(b) != drawn.own_chat).collect();
                         (shared, None)
@@ -156,7 +156,7 @@ impl Plan {
     pub fn none_can_serve(&self, job: &Job) -> Option<String> {
         let verb = match job {
             Job::Embed(_) => "embed",
-            Job::Media(request) => request.kind().verb(),
+            Job::Media(request) | Job::MediaStream(request) => request.kind().verb(),
             Job::Chat(_) | Job::Stream(_) => return None,
         };
         if self.members.iter().any(|m| m.unable.is_none()) {

@@ -248,7 +248,10 @@ impl<C: Clock, E> Call<C, E> {
         // still counts it (under a FakeSleeper, a call waiting for the slot
         // must see it freed before time moves on for want of this call).
         // A stream keeps its slot until it ends.
-        if let (Ok(success), false) = (&mut result, matches!(job, Job::Stream(_))) {
+        if let (Ok(success), false) = (
+            &mut result,
+            matches!(job, Job::Stream(_) | Job::MediaStream(_)),
+        ) {
             drop(success.permit.take());
         }
         // The engine may finish in the same poll in which a hook or a sleeper

@@ -32,7 +32,7 @@ impl StateKey {
         let model = providers::job_model(config, job).to_string();
         let (kind, default_model) = match job {
             Job::Embed(_) => (Self::EMBEDDINGS, Self::embedding_model(config)),
-            Job::Media(request) => (
+            Job::Media(request) | Job::MediaStream(request) => (
                 request.kind().state_suffix(),
                 Self::media_model(config, request.kind()),
             ),

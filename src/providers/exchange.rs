@@ -82,11 +82,15 @@ pub async fn exchange(
     use crate::http::Transport;
     let attempt = async {
         match job {
-            Job::Stream(_) => {
+            Job::Stream(_) | Job::MediaStream(_) => {
                 let deadline = bounds
                     .left
                     .and_then(|left| tokio::time::Instant::now().checked_add(left));
-                streaming::start(provider, transport, sent, bounds.timeout, deadline)
+                let audio = match job {
+                    Job::MediaStream(request) => Some(request),
+                    _ => None,
+                };
+                streaming::start(provider, transport, sent, bounds.timeout, deadline, audio)
                     .await
                     .map(|started| Reply::Stream(Box::new(started)))
             }
@@ -115,7 +119,7 @@ pub async fn exchange(
     };
     let out_of_time = || {
         let what = match job {
-            Job::Stream(_) => "the stream did not start",
+            Job::Stream(_) | Job::MediaStream(_) => "the stream did not start",
             Job::Chat(_) | Job::Embed(_) | Job::Media(_) => "no answer came",
         };
         Failure::out_of_time(format!(

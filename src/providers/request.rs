@@ -18,7 +18,9 @@ pub fn build(provider: &ProviderConfig, job: &Job) -> HttpRequest {
         Job::Chat(request) => build_request(provider, request),
         Job::Embed(request) => build_embed_request(provider, request),
         Job::Stream(request) => build_stream_request(provider, request),
-        Job::Media(request) => super::media::build_media_request(provider, request),
+        Job::Media(request) | Job::MediaStream(request) => {
+            super::media::build_media_request(provider, request)
+        }
     }
 }
 
@@ -36,7 +38,9 @@ pub fn unable_for(provider: &ProviderConfig, job: &Job) -> Option<String> {
                 )
             })
         }),
-        Job::Media(request) => super::media::unable_media(provider, request),
+        Job::Media(request) | Job::MediaStream(request) => {
+            super::media::unable_media(provider, request)
+        }
     }
 }
 
@@ -49,7 +53,7 @@ pub fn dropped_hints(provider: &ProviderConfig, job: &Job) -> Option<String> {
         Job::Chat(request) | Job::Stream(request) => {
             format(provider.wire).dropped_hints(provider, request)
         }
-        Job::Embed(_) | Job::Media(_) => None,
+        Job::Embed(_) | Job::Media(_) | Job::MediaStream(_) => None,
     }?;
     Some(format!("{}: {why}", provider.name))
 }
@@ -296,7 +300,7 @@ pub fn estimated_tokens(provider: &ProviderConfig, job: &Job) -> u64 {
             let input: u64 = request.inputs.iter().map(|text| chars(text)).sum();
             input.div_ceil(4)
         }
-        Job::Media(request) => match &request.media {
+        Job::Media(request) | Job::MediaStream(request) => match &request.media {
             crate::providers::Media::Speech { text, .. } => chars(text).div_ceil(4),
             _ => 0,
         },

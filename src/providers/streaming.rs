@@ -66,6 +66,9 @@ pub struct LiveStream {
     /// Once the answer is complete, when reading for what trails it stops
     /// ([`TRAILER_GRACE`] after the finish, or the deadline if sooner).
     trailers_until: Option<Instant>,
+    /// A speech stream: the body's bytes are the audio, handed on as they
+    /// arrive (no framing), and its end is the answer's.
+    audio: bool,
 }
 
 impl std::fmt::Debug for LiveStream {
@@ -103,6 +106,7 @@ pub async fn start(
     sent: &HttpRequest,
     idle: Duration,
     deadline: Option<Instant>,
+    audio: Option<&super::types::MediaRequest>,
 ) -> Result<StartedStream, Failure> {
     let opened = transport
         .open(sent, idle)
@@ -123,7 +127,7 @@ pub async fn start(
     let wire = format(provider.wire);
     // A JSON document where an SSE stream was asked for (an NDJSON stream's
     // lines are JSON documents themselves).
-    let json_answer = wire.framing() == Framing::Sse
+    let json_answer = (audio.is_some() || wire.framing() == Framing::Sse)
         && headers
             .get("content-type")
             .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
@@ -145,7 +149,26 @@ pub async fn start(
         done: false,
         deadline,
         trailers_until: None,
+        audio: audio.is_some(),
     };
+    if let (true, Some(request)) = (json_answer, audio) {
+        // Audio as JSON (Mistral's base64 `audio_data`), or an error in a 200.
+        let body = live.body.take();
+        let bytes = whole_body(provider, body).await?;
+        let response = crate::http::HttpResponse {
+            status,
+            headers: live.headers.clone(),
+            body: bytes,
+        };
+        let media = super::media::parse_media_response(provider, request, sent, response)?;
+        let mut first = Vec::new();
+        if let super::types::MediaContent::Audio { data, .. } = media.content {
+            live.close();
+            live.acc.apply(Delta::Audio(data), &mut first);
+            live.acc.apply(Delta::End, &mut first);
+        }
+        return Ok(StartedStream { live, first });
+    }
     if json_answer {
         // A JSON document where a stream was asked for: an error, or a
         // server that does not stream, whose whole answer is the stream.
@@ -168,6 +191,20 @@ async fn whole_answer(
     headers: &Headers,
     body: Option<BodyStream>,
 ) -> Result<ChatResponse, Failure> {
+    let bytes = whole_body(provider, body).await?;
+    let response = crate::http::HttpResponse {
+        status,
+        headers: headers.clone(),
+        body: bytes,
+    };
+    parse_response(provider, sent, response)
+}
+
+/// A streamed body read to its end (up to `MAX_RESPONSE_BYTES`).
+async fn whole_body(
+    provider: &ProviderConfig,
+    body: Option<BodyStream>,
+) -> Result<Vec<u8>, Failure> {
     let mut bytes = Vec::new();
     if let Some(mut body) = body {
         loop {
@@ -185,12 +222,7 @@ async fn whole_answer(
             }
         }
     }
-    let response = crate::http::HttpResponse {
-        status,
-        headers: headers.clone(),
-        body: bytes,
-    };
-    parse_response(provider, sent, response)
+    Ok(bytes)
 }
 
 impl LiveStream {
@@ -255,6 +287,20 @@ impl LiveStream {
                     return self.fail_after(out, failure);
                 }
             };
+            if self.audio {
+                match piece {
+                    Some(bytes) => self.acc.apply(Delta::Audio(bytes.to_vec()), &mut out),
+                    None => {
+                        // The body's end is the audio's.
+                        self.acc.apply(Delta::End, &mut out);
+                        self.close();
+                        if !self.acc.content_started {
+                            return Err(self.server_error("the stream ended without audio"));
+                        }
+                    }
+                }
+                continue;
+            }
             let decoded = match &piece {
                 Some(bytes) => self.decoder.push(bytes, &mut frames),
                 None => self.decoder.finish(&mut frames),

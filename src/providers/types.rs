@@ -184,6 +184,8 @@ pub enum Job {
     Stream(ChatRequest),
     /// An image, speech or transcription call.
     Media(MediaRequest),
+    /// Speech read as it streams (the bytes as they arrive).
+    MediaStream(MediaRequest),
 }
 
 /// The model `job` asks `provider` for (what an error about it names).
@@ -193,7 +195,7 @@ pub fn job_model<'a>(provider: &'a ProviderConfig, job: &'a Job) -> &'a str {
             request.model.as_deref().unwrap_or(&provider.model)
         }
         Job::Embed(request) => embedding_model(provider, request),
-        Job::Media(request) => media_model(provider, request),
+        Job::Media(request) | Job::MediaStream(request) => media_model(provider, request),
     }
 }
 

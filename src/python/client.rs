@@ -166,7 +166,9 @@ impl NativeClient {
 
     /// Blocking image, speech or transcription call: the same engine future.
     fn media(&self, py: Python<'_>, args: MediaArgs<'_>) -> PyResult<Py<PyAny>> {
-        self.run_sync(py, |transport| self.media_call(py, args, None, transport))
+        self.run_sync(py, |transport| {
+            self.media_call(py, args, None, transport, false)
+        })
     }
 
     fn media_async<'py>(
@@ -177,8 +179,32 @@ impl NativeClient {
         runtime()?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let transport = self.inner.pools.shared()?;
-        let call = self.media_call(py, args, Some(locals.clone()), transport)?;
+        let call = self.media_call(py, args, Some(locals.clone()), transport, false)?;
         self.run_async(py, locals, call)
+    }
+
+    /// A speech stream: the audio's bytes as they arrive, through the
+    /// stream driver (no replay once bytes were handed out).
+    fn speak_stream(&self, py: Python<'_>, args: MediaArgs<'_>) -> PyResult<NativeStream> {
+        let transport = self.inner.pools.shared()?;
+        let mut call = self.media_call(py, args, None, transport, true)?;
+        call.refuse_if_unserved(py)?;
+        Ok(NativeStream::new(Arc::clone(&self.inner), call, false))
+    }
+
+    /// `speak_stream` for asyncio: called on the event loop that will iterate it.
+    fn speak_stream_async(&self, py: Python<'_>, args: MediaArgs<'_>) -> PyResult<NativeStream> {
+        runtime()?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let transport = self.inner.pools.shared()?;
+        let mut call = self.media_call(py, args, Some(locals.clone()), transport, true)?;
+        call.refuse_if_unserved(py)?;
+        Ok(NativeStream::with_locals(
+            Arc::clone(&self.inner),
+            call,
+            false,
+            locals,
+        ))
     }
 
     /// The providers cooling down, `(key, seconds left)`, at `now` (Unix
@@ -366,6 +392,7 @@ impl NativeClient {
         mut args: MediaArgs<'_>,
         locals: Option<pyo3_async_runtimes::TaskLocals>,
         transport: ReqwestTransport,
+        stream: bool,
     ) -> PyResult<Call> {
         self.check_chain(&args.chain)?;
         let request = MediaRequest {
@@ -373,7 +400,11 @@ impl NativeClient {
             model: text_arg("model", args.model.as_ref())?,
             headers: args.headers.take().unwrap_or_default(),
         };
-        let job = Job::Media(request);
+        let job = if stream {
+            Job::MediaStream(request)
+        } else {
+            Job::Media(request)
+        };
         let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         if let Some(why) = plan.none_can_serve(&job) {
             return Err(configuration_error(why));

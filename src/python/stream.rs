@@ -23,13 +23,15 @@ use crate::stream::Chunk;
 /// One chunk for Python (`failover.Chunk` is built from it).
 #[pyclass(frozen, get_all, module = "failover._native")]
 pub struct ChunkData {
-    /// `"text"`, `"reasoning"`, `"tool_call"` or `"restart"`.
+    /// `"text"`, `"reasoning"`, `"tool_call"`, `"audio"` or `"restart"`.
     pub kind: &'static str,
     pub text: String,
     pub reasoning: String,
     pub tool_call: Option<Py<ToolCallData>>,
     pub discarded: String,
     pub discarded_tool_calls: Vec<Py<ToolCallData>>,
+    /// A speech stream's bytes.
+    pub audio: Option<Py<pyo3::types::PyBytes>>,
 }
 
 fn tool_call_data(py: Python<'_>, call: ToolCall) -> PyResult<Py<ToolCallData>> {
@@ -51,12 +53,17 @@ fn chunk_data(py: Python<'_>, chunk: Chunk) -> PyResult<ChunkData> {
         tool_call: None,
         discarded: String::new(),
         discarded_tool_calls: Vec::new(),
+        audio: None,
     };
     match chunk {
         Chunk::Text(text) => data.text = text,
         Chunk::Reasoning(text) => {
             data.kind = "reasoning";
             data.reasoning = text;
+        }
+        Chunk::Audio(bytes) => {
+            data.kind = "audio";
+            data.audio = Some(pyo3::types::PyBytes::new(py, &bytes).unbind());
         }
         Chunk::ToolCall(call) => {
             data.kind = "tool_call";

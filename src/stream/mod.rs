@@ -46,6 +46,8 @@ pub enum Delta {
     },
     /// A tool call that came whole (Gemini, Ollama).
     ToolCall(ToolCall),
+    /// Bytes of audio, as they arrived (a speech stream).
+    Audio(Vec<u8>),
     Usage(Usage),
     Model(String),
     /// The finish reason, in the one vocabulary: the answer is complete.
@@ -62,6 +64,8 @@ pub enum Chunk {
     Reasoning(String),
     /// A tool call, once it is complete.
     ToolCall(ToolCall),
+    /// Bytes of audio (a speech stream).
+    Audio(Vec<u8>),
     /// Everything yielded before this is to be thrown away: the stream
     /// started again from the beginning.
     Restart {
@@ -135,6 +139,8 @@ impl Accumulator {
                 self.tool_calls.push(call.clone());
                 self.content(out, Chunk::ToolCall(call));
             }
+            Delta::Audio(data) if !data.is_empty() => self.content(out, Chunk::Audio(data)),
+            Delta::Audio(_) => {}
             Delta::Usage(patch) => self.usage.apply(patch),
             Delta::Model(model) => self.model = Some(model),
             Delta::Finish(reason) => {
