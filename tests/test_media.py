@@ -5,6 +5,7 @@ before anything is sent."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 from pathlib import Path
@@ -13,9 +14,9 @@ from typing import Any
 import pytest
 
 import failover
-from failover.testing import SOME_MP3, TINY_PNG, MockServer, fake_sleep
+from failover.testing import SOME_MP3, SOME_PCM, TINY_PNG, MockServer, fake_sleep
 
-from conftest import KEY, anthropic
+from conftest import GEMINI_KEY, KEY, anthropic, gemini
 
 
 @pytest.fixture
@@ -476,3 +477,215 @@ def test_a_speech_stream_that_stalls_after_its_first_bytes_ends_at_its_timeout(
     # A wide margin: the failure this guards against is seconds past it.
     assert time.monotonic() - started < 2.5
     assert "gpt: no event from" in str(caught.value)
+
+
+# Gemini: all three call types are generateContent calls.
+
+GEMINI_CALLS = {
+    "image": (
+        "generate_image",
+        ("a red fox",),
+        {"size": "1536x1024"},
+        lambda s: s.push_image(wire="gemini"),
+    ),
+    "speech": (
+        "speak",
+        ("Hello",),
+        {"voice": "Kore", "format": "wav"},
+        lambda s: s.push_audio(wire="gemini"),
+    ),
+    "transcription": (
+        "transcribe",
+        (WAV,),
+        {},
+        lambda s: s.push_transcription("hi", wire="gemini"),
+    ),
+}
+
+
+def gemini_rate_limited(server: MockServer, delay: str = "1s") -> None:
+    """Gemini's own 429: the wait in the body's RetryInfo, no header."""
+    error = {
+        "error": {
+            "code": 429,
+            "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}],
+        }
+    }
+    server.push(429, json=error)
+
+
+@pytest.mark.parametrize("kind", list(GEMINI_CALLS))
+def test_gemini_media_waits_out_its_retry_delay_then_retries(
+    face: str, server: MockServer, kind: str
+) -> None:
+    method, args, kwargs, answer = GEMINI_CALLS[kind]
+    gemini_rate_limited(server)
+    answer(server)
+    client = failover.Client({"g": gemini(server)})
+    with fake_sleep() as sleeper:
+        result = run(face, client, method, *args, **kwargs)
+    assert sleeper.sleeps == [1.0]
+    assert [a.status for a in result.attempts] == [429, 200]
+    first, second = server.requests
+    assert first.body == second.body
+    assert first.path.endswith(":generateContent")
+    assert first.headers["x-goog-api-key"] == GEMINI_KEY
+    assert result.attempts[1].usage.input_tokens == 8
+
+
+@pytest.mark.parametrize("kind", list(GEMINI_CALLS))
+def test_each_call_type_fails_over_from_openai_to_gemini(
+    face: str, server: MockServer, backup_server: MockServer, kind: str
+) -> None:
+    method, args, kwargs, answer = GEMINI_CALLS[kind]
+    server.push(503, json={"error": {"message": "Service unavailable", "type": "server_error"}})
+    answer(backup_server)
+    client = failover.Client({"gpt": openai(server), "gemini": gemini(backup_server)})
+    with fake_sleep():
+        result = run(face, client, method, *args, **kwargs)
+    assert result.provider == "gemini"
+    assert [(a.provider, a.status) for a in result.attempts] == [("gpt", 503), ("gemini", 200)]
+
+
+def test_a_gemini_image_asks_for_the_image_modality_and_an_aspect_ratio(
+    face: str, server: MockServer
+) -> None:
+    server.push_image(TINY_PNG, wire="gemini", revised_prompt="Here is a fox.")
+    client = failover.Client({"g": gemini(server)})
+    result = run(face, client, "generate_image", "a red fox", size="1536x1024")
+    assert result.data == TINY_PNG
+    assert result.images[0].media_type == "image/png"
+    assert (result.model, result.usage.output_tokens) == ("gemini-2.5-flash-image", 1290)
+    sent = server.requests[0]
+    assert sent.path == "/models/gemini-2.5-flash-image:generateContent"
+    assert sent.json == {
+        "contents": [{"role": "user", "parts": [{"text": "a red fox"}]}],
+        "generationConfig": {
+            "responseModalities": ["TEXT", "IMAGE"],
+            "imageConfig": {"aspectRatio": "3:2"},
+        },
+    }
+
+
+def test_gemini_speech_is_its_pcm_wrapped_as_wav_or_left_raw(face: str, server: MockServer) -> None:
+    import wave
+
+    samples = bytes(range(256)) * 10
+    server.push_audio(samples, wire="gemini")
+    server.push_audio(samples, wire="gemini")
+    client = failover.Client({"g": gemini(server)})
+    result = run(face, client, "speak", "Hello", voice="kore", format="wav", instructions="Warmly.")
+    assert result.media_type == "audio/wav"
+    with wave.open(io.BytesIO(result.data)) as read:
+        assert (read.getnchannels(), read.getsampwidth(), read.getframerate()) == (1, 2, 24000)
+        assert read.readframes(read.getnframes()) == samples
+    raw = run(face, client, "speak", "Hello", voice="Kore", format="pcm")
+    assert (raw.data, raw.media_type) == (samples, "audio/pcm;rate=24000")
+    sent = server.requests[0].json
+    assert sent["contents"][0]["parts"] == [{"text": "Warmly: Hello"}]
+    voice = sent["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]
+    assert voice == {"voiceName": "Kore"}
+    assert server.requests[0].path == "/models/gemini-2.5-flash-preview-tts:generateContent"
+
+
+def test_a_gemini_transcription_sends_the_recording_inline_to_its_model(
+    face: str, server: MockServer
+) -> None:
+    server.push_transcription("Hello there.", wire="gemini")
+    client = failover.Client({"g": gemini(server)})
+    result = run(face, client, "transcribe", WAV, language="en", prompt="Names: Ada.")
+    assert result.text == "Hello there."
+    assert (result.language, result.duration, result.segments) == (None, None, [])
+    sent = server.requests[0]
+    # A transcription is an ordinary multimodal prompt to the provider's model.
+    assert sent.path == "/models/gemini-2.5-flash:generateContent"
+    instruction, recording = sent.json["contents"][0]["parts"]
+    assert "The speech is in en." in instruction["text"]
+    assert "Names: Ada." in instruction["text"]
+    assert recording == {
+        "inlineData": {"mimeType": "audio/wav", "data": base64.b64encode(WAV).decode()}
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "says"),
+    [
+        ("generate_image", ("a fox",), {"n": 2}, "one image per call"),
+        ("generate_image", ("a fox",), {"response_format": "url"}, "never a URL"),
+        ("generate_image", ("a fox",), {"quality": "high"}, "no quality="),
+        ("generate_image", ("a fox",), {"size": "1000x999"}, "1000:999"),
+        ("speak", ("Hi",), {"voice": "Kore"}, "WAV or raw PCM"),
+        ("speak", ("Hi",), {"voice": "alloy", "format": "wav"}, 'no voice "alloy"'),
+        ("speak", ("Hi",), {"voice": "Kore", "format": "wav", "speed": 2}, "no speed="),
+        ("transcribe", (WAV,), {"filename": "a.m4a"}, 'not "a.m4a"'),
+        ("transcribe", (WAV,), {"response_format": "srt"}, "text only"),
+    ],
+)
+def test_what_gemini_cannot_take_is_refused_before_sending_or_skipped(
+    face: str,
+    server: MockServer,
+    backup_server: MockServer,
+    method: str,
+    args: tuple[Any, ...],
+    kwargs: Any,
+    says: str,
+) -> None:
+    alone = failover.Client({"g": gemini(server)})
+    with pytest.raises(failover.ConfigurationError, match=f"g cannot .* so: .*{says}"):
+        run(face, alone, method, *args, **kwargs)
+    assert server.requests == []
+    # In a chain, Gemini is passed over for a provider that can.
+    CALLS[{"generate_image": "image", "speak": "speech", "transcribe": "transcription"}[method]][3](
+        backup_server
+    )
+    chain = failover.Client(
+        {
+            "g": gemini(server),
+            "gpt": openai(backup_server, image_model="dall-e-2", transcription_model="whisper-1"),
+        }
+    )
+    result = run(face, chain, method, *args, **kwargs)
+    assert result.provider == "gpt"
+    assert says.replace("\\", "") in (result.attempts[0].skipped or "")
+    assert server.requests == []
+
+
+def test_an_image_gemini_blocked_is_a_bad_request_naming_it(face: str, server: MockServer) -> None:
+    server.push(json={"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}})
+    client = failover.Client({"g": gemini(server)})
+    with pytest.raises(failover.BadRequest) as caught:
+        run(face, client, "generate_image", "something forbidden")
+    assert "g refused the request: its safety filters blocked the prompt" in str(caught.value)
+    assert caught.value.provider == "g"
+    assert GEMINI_KEY not in str(caught.value)
+
+
+def test_a_gemini_answer_with_words_but_no_image_is_retried(face: str, server: MockServer) -> None:
+    said = {"candidates": [{"content": {"parts": [{"text": "Which fox do you mean?"}]}}]}
+    server.push(json=said)
+    server.push_image(wire="gemini")
+    client = failover.Client({"g": gemini(server)})
+    with fake_sleep():
+        result = run(face, client, "generate_image", "a fox")
+    assert result.data == TINY_PNG
+    first = result.attempts[0]
+    assert first.kind == "server_error"
+
+
+def test_a_gemini_speech_stream_gives_its_wav_whole(face: str, server: MockServer) -> None:
+    server.push_audio(SOME_PCM, wire="gemini")
+    client = failover.Client({"g": gemini(server)})
+    if face == "sync":
+        with client.speak_stream("Hello", voice="Kore", format="wav") as stream:
+            pieces = list(stream)
+    else:
+
+        async def go() -> list[bytes]:
+            async with client.speak_stream_async("Hello", voice="Kore", format="wav") as stream:
+                return [p async for p in stream]
+
+        pieces = asyncio.run(go())
+    assert len(pieces) == 1
+    assert pieces[0][:4] == b"RIFF" and pieces[0][44:] == SOME_PCM

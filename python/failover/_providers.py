@@ -118,6 +118,9 @@ class Provider:
     #: or the call's ``model=`` names one (``None``: one must be named).
     media: typing.ClassVar[tuple[str, ...]] = ()
     default_media_models: typing.ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: Whether a transcription asks the provider's ``model`` when
+    #: ``transcription_model=`` names none (a multimodal chat model listens).
+    transcribes_with_model: typing.ClassVar[bool] = False
     #: The embeddings body field that carries ``dimensions``.
     dimensions_field: typing.ClassVar[str] = "dimensions"
     #: Whether to ask for embeddings as base64 float32 (servers known to speak it).
@@ -202,6 +205,8 @@ class Provider:
             if problem is not None:
                 raise ConfigurationError(f"{owner} {option}: {problem}")
         defaults = dict(self.default_media_models)
+        if self.transcribes_with_model:
+            defaults["transcription"] = model
         models = {kind: given[kind] or defaults.get(kind) for kind in given}
         self.image_model: str | None = models["image"]
         self.speech_model: str | None = models["speech"]
@@ -515,6 +520,14 @@ class Gemini(Provider):
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     env_var = "GEMINI_API_KEY"
     env_fallbacks = ("GOOGLE_API_KEY",)
+    # All three are generateContent calls; a transcription is an ordinary
+    # multimodal prompt, which the provider's own model answers.
+    media = ("image", "speech", "transcription")
+    default_media_models = (
+        ("image", "gemini-2.5-flash-image"),
+        ("speech", "gemini-2.5-flash-preview-tts"),
+    )
+    transcribes_with_model = True
 
     def _model_problem(self, model: str) -> str | None:
         # `gemini-2.5-flash`, or a resource name: `models/...`, `tunedModels/...`.

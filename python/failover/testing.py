@@ -191,6 +191,28 @@ TINY_PNG = bytes.fromhex(
 SOME_MP3 = b"\xff\xf3\x44\xc4" + bytes(60)
 
 
+#: A tenth of a second of silence as Gemini speaks: 16-bit PCM at 24 kHz.
+SOME_PCM = bytes(4800)
+
+
+def _gemini_answer(
+    parts: list[dict[str, Any]], output_tokens: int, *, model: str = "gemini-2.5-flash-image"
+) -> dict[str, Any]:
+    """A ``generateContent`` answer of ``parts``."""
+    return {
+        "candidates": [
+            {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 8,
+            "candidatesTokenCount": output_tokens,
+            "totalTokenCount": 8 + output_tokens,
+        },
+        "modelVersion": model,
+        "responseId": "mock",
+    }
+
+
 def _text_body(wire: str, text: str, model: str | None) -> dict[str, Any]:
     if wire in ("openai", "openai_compatible"):
         return {
@@ -425,13 +447,25 @@ class MockServer:
         headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
     ) -> None:
-        """Scripts a successful image answer in OpenAI's shape (also Azure's
-        and the compatible family's): each image of ``data`` (one or a list)
-        as ``b64_json``, or, with ``url=``, one image as that URL, with a GPT
-        image model's token usage."""
-        if wire != "openai":
-            raise ValueError(f"push_image speaks the 'openai' wire, not {wire!r}")
+        """Scripts a successful image answer in a wire's shape: ``"openai"``
+        (also Azure's and the compatible family's): each image of ``data``
+        (one or a list) as ``b64_json``, or, with ``url=``, one image as that
+        URL, with a GPT image model's token usage; ``"gemini"``: a
+        ``generateContent`` answer with each image as an ``inlineData`` part
+        (after a text part of ``revised_prompt``, when given)."""
         images = [data] if isinstance(data, (bytes, bytearray)) else list(data)
+        if wire == "gemini":
+            if url is not None:
+                raise ValueError("Gemini answers with the image itself, never a URL")
+            parts: list[dict[str, Any]] = [{"text": revised_prompt}] if revised_prompt else []
+            parts += [
+                {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(i).decode()}}
+                for i in map(bytes, images)
+            ]
+            self.push(200, headers=headers, json=_gemini_answer(parts, 1290), delay=delay)
+            return
+        if wire != "openai":
+            raise ValueError(f"push_image speaks the 'openai' and 'gemini' wires, not {wire!r}")
         if url is not None:
             items: list[dict[str, Any]] = [{"url": url}]
         else:
@@ -453,19 +487,34 @@ class MockServer:
 
     def push_audio(
         self,
-        data: bytes = SOME_MP3,
+        data: bytes | None = None,
+        wire: str = "openai",
         *,
         content_type: str = "audio/mpeg",
         headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
     ) -> None:
-        """Scripts a successful speech answer as OpenAI sends it: the raw
-        audio bytes, ``audio/mpeg`` unless ``content_type`` says otherwise."""
-        self.push(200, headers=headers, body=bytes(data), content_type=content_type, delay=delay)
+        """Scripts a successful speech answer as a wire sends it:
+        ``"openai"``, the raw audio bytes (default ``SOME_MP3``), ``audio/mpeg``
+        unless ``content_type`` says otherwise; ``"gemini"``, a
+        ``generateContent`` answer whose ``inlineData`` part holds ``data`` as
+        headerless 16-bit PCM at 24 kHz (default ``SOME_PCM``)."""
+        if wire == "gemini":
+            mime = "audio/L16;codec=pcm;rate=24000"
+            packed = base64.b64encode(SOME_PCM if data is None else bytes(data)).decode()
+            parts = [{"inlineData": {"mimeType": mime, "data": packed}}]
+            body = _gemini_answer(parts, 120, model="gemini-2.5-flash-preview-tts")
+            self.push(200, headers=headers, json=body, delay=delay)
+            return
+        if wire != "openai":
+            raise ValueError(f"push_audio speaks the 'openai' and 'gemini' wires, not {wire!r}")
+        audio = SOME_MP3 if data is None else bytes(data)
+        self.push(200, headers=headers, body=audio, content_type=content_type, delay=delay)
 
     def push_transcription(
         self,
         text: str = "Hello there.",
+        wire: str = "openai",
         *,
         response_format: str = "json",
         language: str | None = None,
@@ -477,7 +526,20 @@ class MockServer:
         """Scripts a successful transcription in OpenAI's shape: ``json``
         (the text and its duration as usage), ``verbose_json`` (with
         ``language``, ``duration`` and ``segments`` of ``(start, end,
-        text)``), or a plain-text body for ``text``, ``srt`` and ``vtt``."""
+        text)``), or a plain-text body for ``text``, ``srt`` and ``vtt``; or,
+        with ``wire="gemini"``, a ``generateContent`` answer of the text (Gemini
+        reports no language, duration or segments)."""
+        if wire == "gemini":
+            if response_format not in ("json", "text") or language or duration or segments:
+                raise ValueError("Gemini's transcript is its answer's text, and nothing else")
+            words = max(1, len(text.split()))
+            answer = _gemini_answer([{"text": text}], words, model="gemini-2.5-flash")
+            self.push(200, headers=headers, json=answer, delay=delay)
+            return
+        if wire != "openai":
+            raise ValueError(
+                f"push_transcription speaks the 'openai' and 'gemini' wires, not {wire!r}"
+            )
         if response_format in ("text", "srt", "vtt"):
             self.push(200, headers=headers, body=text.encode(), content_type="text/plain")
             return

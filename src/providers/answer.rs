@@ -176,6 +176,21 @@ pub(super) fn malformed(
     answered_failure(sent, answer, message)
 }
 
+/// A 2xx in which the provider declined to make what was asked (its safety
+/// filters): a bad request, as its content-policy 400 would be.
+pub(super) fn refused(
+    provider: &ProviderConfig,
+    sent: &HttpRequest,
+    answer: JsonAnswer,
+    why: String,
+) -> Failure {
+    let message = format!("{} refused the request: {why}", provider.name);
+    Failure {
+        kind: ErrorKind::BadRequest,
+        ..answered_failure(sent, answer, message)
+    }
+}
+
 /// A 2xx that is no answer, as a server error saying `message`.
 fn answered_failure(sent: &HttpRequest, answer: JsonAnswer, message: String) -> Failure {
     let response = answer.response;

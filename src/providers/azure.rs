@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::openai;
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
 use super::types::{MediaKind, MediaRequest, MediaResponse};
-use super::wire_format::{MediaAnswer, MediaBody, Parts, WireFormat};
+use super::wire_format::{MediaAnswer, MediaBody, MediaProblem, Parts, WireFormat};
 use crate::stream::{Delta, Frame, Usage};
 
 pub struct Azure;
@@ -90,7 +90,7 @@ impl WireFormat for Azure {
         &self,
         request: &MediaRequest,
         answer: MediaAnswer<'_>,
-    ) -> Result<MediaResponse, String> {
+    ) -> Result<MediaResponse, MediaProblem> {
         super::openai_media::parse(request, answer)
     }
 

@@ -1,11 +1,15 @@
 //! Gemini's native API: `models/{model}:generateContent` and
-//! `:batchEmbedContents`, the key in `x-goog-api-key`.
+//! `:batchEmbedContents`, the key in `x-goog-api-key`; its image, speech
+//! and transcription calls (also `generateContent`) in `gemini_media.rs`.
 
 use serde_json::{json, Map, Value};
 
 use super::json::{event_json, floats, new_call_id, string_at, u64_at};
-use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
-use super::wire_format::{Parts, WireFormat};
+use super::types::{
+    ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, MediaKind, MediaRequest, MediaResponse,
+    ProviderConfig, Usage,
+};
+use super::wire_format::{MediaAnswer, MediaBody, MediaProblem, Parts, WireFormat};
 use crate::conversation::{self, data_url, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 
@@ -13,10 +17,34 @@ use crate::stream::{Delta, Frame, StreamError};
 pub struct GenerateContent;
 
 impl WireFormat for GenerateContent {
-    fn no_media(&self, _kind: super::types::MediaKind) -> Option<&'static str> {
-        // Gemini makes images and speech through generateContent with other
-        // response modalities: not built yet.
-        Some("failover does not speak Gemini's image, speech and transcription calls yet")
+    fn no_media(&self, _kind: MediaKind) -> Option<&'static str> {
+        None
+    }
+
+    fn media_unable(
+        &self,
+        _provider: &ProviderConfig,
+        _model: &str,
+        request: &MediaRequest,
+    ) -> Option<String> {
+        super::gemini_media::unable(request)
+    }
+
+    fn build_media(
+        &self,
+        _provider: &ProviderConfig,
+        model: &str,
+        request: &MediaRequest,
+    ) -> (String, MediaBody) {
+        super::gemini_media::build(model, request)
+    }
+
+    fn parse_media(
+        &self,
+        request: &MediaRequest,
+        answer: MediaAnswer<'_>,
+    ) -> Result<MediaResponse, MediaProblem> {
+        super::gemini_media::parse(request, answer)
     }
 
     fn error_usage(&self, json: &Value) -> Option<Usage> {
@@ -94,7 +122,7 @@ const FOREIGN_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// `gemini-2.5-flash` -> `models/gemini-2.5-flash`; a full resource name
 /// (`tunedModels/...`) as given.
-fn resource(model: &str) -> String {
+pub(super) fn resource(model: &str) -> String {
     if model.contains('/') {
         model.to_string()
     } else {
@@ -329,13 +357,13 @@ fn image_type(url: &str) -> Option<&'static str> {
 }
 
 /// A candidate and its content parts.
-type Candidate<'a> = (&'a Map<String, Value>, &'a [Value]);
+pub(super) type Candidate<'a> = (&'a Map<String, Value>, &'a [Value]);
 
 /// The first candidate of an answer or a stream chunk (`None`: there is
 /// none) with its content parts (none: an answer that spent its whole
 /// budget thinking has no content). Fields that are not what the wire
 /// promises are malformed, never an empty answer.
-fn first_candidate(json: &Map<String, Value>) -> Result<Option<Candidate<'_>>, String> {
+pub(super) fn first_candidate(json: &Map<String, Value>) -> Result<Option<Candidate<'_>>, String> {
     let candidates = match json.get("candidates") {
         Some(Value::Array(candidates)) => candidates.as_slice(),
         None | Some(Value::Null) => &[],
@@ -485,7 +513,7 @@ fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
 }
 
 /// A `usageMetadata` object, in the one meaning: output counts the thinking.
-fn usage_of(usage: &Value) -> Usage {
+pub(super) fn usage_of(usage: &Value) -> Usage {
     let prompt = u64_at(usage, &["promptTokenCount"]);
     let tool_prompt = u64_at(usage, &["toolUsePromptTokenCount"]);
     let candidates = u64_at(usage, &["candidatesTokenCount"]);

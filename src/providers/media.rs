@@ -4,12 +4,12 @@
 //! answer read through the wire (audio as bytes, JSON as JSON, an error
 //! as for chat).
 
-use super::answer::{error_failure, malformed, read_answer, request_id};
+use super::answer::{error_failure, malformed, read_answer, refused, request_id};
 use super::secrets::redact;
 use super::types::{
     media_model, Media, MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig,
 };
-use super::wire_format::{MediaAnswer, MediaBody};
+use super::wire_format::{MediaAnswer, MediaBody, MediaProblem};
 use super::wires::format;
 use crate::engine::{ErrorKind, Failure};
 use crate::http::{HttpRequest, HttpResponse};
@@ -122,7 +122,8 @@ pub fn parse_media_response(
             media.headers = answer.response.headers;
             Ok(media)
         }
-        Err(why) => Err(malformed(provider, sent, answer, why)),
+        Err(MediaProblem::Malformed(why)) => Err(malformed(provider, sent, answer, why)),
+        Err(MediaProblem::Refused(why)) => Err(refused(provider, sent, answer, why)),
     }
 }
 

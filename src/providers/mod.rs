@@ -8,6 +8,7 @@ mod anthropic;
 mod azure;
 mod exchange;
 mod gemini;
+mod gemini_media;
 mod json;
 mod media;
 mod ollama;

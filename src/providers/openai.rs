@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::json::{calls_of, event_json, floats, function_call, stable_digest, string_at, u64_at};
 use super::types::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig, Usage};
 use super::types::{MediaKind, MediaRequest, MediaResponse};
-use super::wire_format::{MediaAnswer, MediaBody, Parts, WireFormat};
+use super::wire_format::{MediaAnswer, MediaBody, MediaProblem, Parts, WireFormat};
 use crate::conversation::{self, Message, Part, ResponseFormat, Role, ToolChoice};
 use crate::stream::{Delta, Frame, StreamError};
 
@@ -85,7 +85,7 @@ impl WireFormat for ChatCompletions {
         &self,
         request: &MediaRequest,
         answer: MediaAnswer<'_>,
-    ) -> Result<MediaResponse, String> {
+    ) -> Result<MediaResponse, MediaProblem> {
         super::openai_media::parse(request, answer)
     }
 

@@ -12,7 +12,7 @@ use super::types::{
     GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, ProviderConfig, Segment,
     Usage,
 };
-use super::wire_format::{MediaAnswer, MediaBody};
+use super::wire_format::{MediaAnswer, MediaBody, MediaProblem};
 use crate::http::FormPart;
 
 /// The most one upload may weigh (OpenAI, Azure and Groq say 25 MB).
@@ -202,7 +202,7 @@ fn upload_type(filename: &str) -> &'static str {
 pub(super) fn parse(
     request: &MediaRequest,
     answer: MediaAnswer<'_>,
-) -> Result<MediaResponse, String> {
+) -> Result<MediaResponse, MediaProblem> {
     let (content, usage, model) = match (&request.media, answer) {
         (Media::Image { .. }, MediaAnswer::Json(json)) => {
             (images(json)?, image_usage(json), string_at(json, "model"))
@@ -245,7 +245,7 @@ pub(super) fn parse(
             (content, Usage::default(), None)
         }
         (Media::Image { .. }, MediaAnswer::Bytes { content_type, .. }) => {
-            return Err(format!("a {content_type:?} body where JSON was expected"))
+            return Err(format!("a {content_type:?} body where JSON was expected").into())
         }
     };
     Ok(MediaResponse {
@@ -423,7 +423,7 @@ mod tests {
             &image(1, false, "f"),
             MediaAnswer::Json(broken.as_object().unwrap()),
         );
-        assert!(broken.unwrap_err().contains("does not decode"));
+        assert!(broken.unwrap_err().why().contains("does not decode"));
     }
 
     #[test]
@@ -452,7 +452,7 @@ mod tests {
         );
         let bad = serde_json::json!({"text": "hi", "segments": [{"start": 0.0, "text": "hi"}]});
         let bad = parse(&request, MediaAnswer::Json(bad.as_object().unwrap()));
-        assert!(bad.unwrap_err().contains("segment"));
+        assert!(bad.unwrap_err().why().contains("segment"));
         let not_utf8 = parse(
             &request,
             MediaAnswer::Bytes {
@@ -460,7 +460,7 @@ mod tests {
                 body: b"\xff\xfe",
             },
         );
-        assert!(not_utf8.unwrap_err().contains("not UTF-8"));
+        assert!(not_utf8.unwrap_err().why().contains("not UTF-8"));
     }
 
     #[test]

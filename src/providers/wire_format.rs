@@ -33,6 +33,38 @@ pub enum MediaAnswer<'a> {
     },
 }
 
+/// Why a 2xx media answer gives the caller nothing.
+#[derive(Debug, PartialEq)]
+pub enum MediaProblem {
+    /// Not what the wire promises: a server error (another attempt, or
+    /// another provider, may well answer properly).
+    Malformed(String),
+    /// The provider declined to make it (its safety filters blocked the
+    /// prompt or the result): a bad request, as a content-policy 400 is.
+    Refused(String),
+}
+
+impl MediaProblem {
+    /// What is wrong, in words.
+    pub fn why(&self) -> &str {
+        match self {
+            Self::Malformed(why) | Self::Refused(why) => why,
+        }
+    }
+}
+
+impl From<String> for MediaProblem {
+    fn from(why: String) -> Self {
+        Self::Malformed(why)
+    }
+}
+
+impl From<&str> for MediaProblem {
+    fn from(why: &str) -> Self {
+        Self::Malformed(why.to_string())
+    }
+}
+
 /// One wire format. Each wire module implements it on a unit struct, and
 /// `wires::format` is the one place a [`Wire`](super::Wire) finds its
 /// module.
@@ -142,7 +174,7 @@ pub trait WireFormat: Sync {
         &self,
         _request: &MediaRequest,
         _answer: MediaAnswer<'_>,
-    ) -> Result<MediaResponse, String> {
+    ) -> Result<MediaResponse, MediaProblem> {
         Err("the wire has no media API".into())
     }
 

@@ -54,10 +54,7 @@ DROPPED_HEADERS = frozenset(
 # Why an interaction is not replayed (the skips, with these reasons).
 RESPONSES_API = "OpenAI's Responses API (/v1/responses): not an API the contract covers (DESIGN §5)"
 FILE_SEARCH = "Gemini File Search store management (create, upload, delete): not a model call"
-MEDIA = (
-    "image generation, speech or transcription: OpenAI's are replayed by test_media.py; "
-    "Gemini's wait for its media wire"
-)
+MEDIA = "image generation, speech or transcription: replayed by test_media.py"
 UNRECOGNISED = "unrecognised endpoint"
 
 

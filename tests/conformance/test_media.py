@@ -1,14 +1,17 @@
-"""OpenAI's recorded image, speech and transcription answers, replayed through a
-MockServer into ``generate_image()``, ``speak()`` and ``transcribe()``: each 200
-read into the result its body holds, each error into its typed exception
-naming the provider. (Gemini's media recordings wait for its media wire; image
-edits, the Responses API's image tool and streamed transcriptions are call
-types this library does not make.)"""
+"""OpenAI's and Gemini's recorded image, speech and transcription answers,
+replayed through a MockServer into ``generate_image()``, ``speak()`` and
+``transcribe()``: each 200 read into the result its body holds (or, where the
+recorder cut the data short, into the typed error of a malformed answer), each
+error into its typed exception naming the provider. (Image edits, the Responses
+API's image tool and streamed transcriptions are call types this library does
+not make.)"""
 
 from __future__ import annotations
 
 import base64
+import io
 import json
+import wave
 
 import pytest
 
@@ -111,3 +114,75 @@ def test_recorded_media_answer(rec: Recording) -> None:
                 assert result.language == body["language"]
             else:
                 assert result.duration == body["usage"]["seconds"]
+
+
+GEMINI_REPLAYED = [r for r in NOT_REPLAYED if r.skip == MEDIA and r.folder == "gemini"]
+
+
+def test_every_gemini_media_recording_is_replayed_here() -> None:
+    models = sorted(r.uri.split("/models/")[1] for r in GEMINI_REPLAYED)
+    assert models == [
+        "gemini-2.0-flash-preview-image-generation:generateContent",
+        "gemini-2.5-flash-image:generateContent",
+        "gemini-2.5-flash-preview-tts:generateContent",
+        "gemini-2.5-flash:generateContent",
+    ]
+
+
+def _gemini_inline(body: dict[str, object], prefix: str) -> bytes:
+    """The recorded answer's inline data of a media type starting ``prefix``."""
+    parts = body["candidates"][0]["content"]["parts"]  # type: ignore[index]
+    for part in parts:
+        blob = part.get("inlineData") or {}
+        if str(blob.get("mimeType", "")).startswith(prefix):
+            return base64.b64decode(blob["data"])
+    raise AssertionError(f"no {prefix} part in the recording")
+
+
+@pytest.mark.parametrize("rec", [pytest.param(r, id=r.id) for r in GEMINI_REPLAYED])
+def test_recorded_gemini_media_answer(rec: Recording) -> None:
+    model = rec.uri.split("/models/")[1].split(":")[0]
+    asked = rec.request_json if isinstance(rec.request_json, dict) else {}
+    modalities = (asked.get("generationConfig") or {}).get("responseModalities") or []
+    with MockServer() as server:
+        server.push(rec.status, headers=rec.playback_headers, body=rec.body)
+        body = json.loads(rec.body)
+        if "IMAGE" in modalities:
+            provider = failover.Gemini(
+                "gemini-2.5-flash", api_key=API_KEY, base_url=server.url, image_model=model
+            )
+            client = failover.Client(
+                {"gemini": provider}, retry=failover.RetryPolicy(max_retries_last=0)
+            )
+            if b"__BINARY_TRUNCATED__" in rec.body:
+                # The recorder replaced the image by a marker: not base64, so
+                # no image; a malformed answer, never a wrong one.
+                with pytest.raises(
+                    failover.ServerError, match="malformed response body from gemini"
+                ):
+                    client.generate_image("a picture")
+                return
+            result = client.generate_image("a picture")
+            assert result.data == _gemini_inline(body, "image/")
+            assert result.images[0].media_type == "image/png"
+            assert result.model == body.get("modelVersion", model)
+            assert result.usage.input_tokens == body["usageMetadata"]["promptTokenCount"]
+        elif "AUDIO" in modalities:
+            provider = failover.Gemini(
+                "gemini-2.5-flash", api_key=API_KEY, base_url=server.url, speech_model=model
+            )
+            client = failover.Client({"gemini": provider})
+            speech = client.speak("Hello", voice="Kore", format="wav")
+            pcm = _gemini_inline(body, "audio/")
+            assert speech.media_type == "audio/wav"
+            with wave.open(io.BytesIO(speech.data)) as read:
+                assert (read.getnchannels(), read.getsampwidth()) == (1, 2)
+                assert read.getframerate() == 24000
+                assert read.readframes(read.getnframes()) == pcm
+        else:
+            provider = failover.Gemini(model, api_key=API_KEY, base_url=server.url)
+            client = failover.Client({"gemini": provider})
+            transcript = client.transcribe(WAV)
+            parts = body["candidates"][0]["content"]["parts"]
+            assert transcript.text == "".join(p.get("text", "") for p in parts).strip()
+            assert transcript.usage.input_tokens == body["usageMetadata"]["promptTokenCount"]
