@@ -689,3 +689,155 @@ def test_a_gemini_speech_stream_gives_its_wav_whole(face: str, server: MockServe
         pieces = asyncio.run(go())
     assert len(pieces) == 1
     assert pieces[0][:4] == b"RIFF" and pieces[0][44:] == SOME_PCM
+
+
+HTML = "<html><body>Gateway says hi</body></html>"
+
+
+def _gemini_json(*parts: dict[str, Any], finish: str = "STOP") -> dict[str, Any]:
+    return {"candidates": [{"content": {"parts": list(parts)}, "finishReason": finish}]}
+
+
+def _pcm_part(data: str) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": data}}
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "answer", "says"),
+    [
+        (
+            "speak",
+            ("Hi",),
+            {"voice": "Kore", "format": "wav"},
+            _gemini_json(_pcm_part("")),
+            "no audio",
+        ),
+        (
+            "speak",
+            ("Hi",),
+            {"voice": "Kore", "format": "wav"},
+            _gemini_json(_pcm_part("AQAC")),
+            "inside a sample",
+        ),
+        (
+            "transcribe",
+            (WAV,),
+            {},
+            _gemini_json({"text": "Hello th"}, finish="MAX_TOKENS"),
+            "MAX_TOKENS",
+        ),
+        (
+            "transcribe",
+            (WAV,),
+            {},
+            {"candidates": [{"content": {}, "finishReason": "STOP"}]},
+            "no transcript",
+        ),
+        (
+            "generate_image",
+            ("a fox",),
+            {},
+            _gemini_json({"inlineData": {"mimeType": "text/plain", "data": "aGVsbG8="}}),
+            "no image",
+        ),
+    ],
+)
+def test_a_gemini_answer_without_what_was_asked_is_malformed_never_returned(
+    face: str, server: MockServer, method: str, args: Any, kwargs: Any, answer: Any, says: str
+) -> None:
+    server.push(json=answer)
+    client = failover.Client({"g": gemini(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    with pytest.raises(failover.ServerError, match=f"malformed response body from g: .*{says}"):
+        run(face, client, method, *args, **kwargs)
+
+
+def read_speech_of(face: str, client: failover.Client, **kwargs: Any) -> Any:
+    """``read_speech`` with the caller's voice and format."""
+    if face == "sync":
+        with client.speak_stream("Hello", **kwargs) as stream:
+            pieces = list(stream)
+        return pieces, stream.response
+
+    async def go() -> Any:
+        async with client.speak_stream_async("Hello", **kwargs) as stream:
+            pieces = [p async for p in stream]
+        return pieces, stream.response
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("wire", ["openai", "gemini"])
+def test_an_html_page_where_speech_was_expected_is_an_error_in_every_face(
+    face: str, server: MockServer, wire: str
+) -> None:
+    make = openai if wire == "openai" else gemini
+    voice = {"voice": "alloy"} if wire == "openai" else {"voice": "Kore", "format": "wav"}
+    client = failover.Client({"p": make(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    server.push(body=HTML, content_type="text/html")
+    with pytest.raises(failover.ServerError, match="malformed response body from p"):
+        run(face, client, "speak", "Hello", **voice)
+    server.push(body=HTML, content_type="text/html")
+    with pytest.raises(failover.ServerError, match="malformed response body from p"):
+        read_speech_of(face, client, **voice)
+
+
+def test_an_html_page_where_a_json_transcript_was_expected_is_an_error(
+    face: str, server: MockServer
+) -> None:
+    server.push(body=HTML, content_type="text/html")
+    client = failover.Client({"p": openai(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    with pytest.raises(failover.ServerError, match="where a json transcript was expected"):
+        run(face, client, "transcribe", WAV)
+
+
+def test_gemini_speech_labelled_as_text_is_still_read_as_its_json(
+    face: str, server: MockServer
+) -> None:
+    packed = base64.b64encode(SOME_PCM).decode()
+    server.push(body=json.dumps(_gemini_json(_pcm_part(packed))), content_type="text/plain")
+    client = failover.Client({"g": gemini(server)})
+    pieces, _ = read_speech_of(face, client, voice="Kore", format="wav")
+    assert b"".join(pieces)[44:] == SOME_PCM
+
+
+def test_a_speech_streams_response_has_its_model_usage_and_cost(
+    face: str, server: MockServer
+) -> None:
+    server.push_audio(wire="gemini")
+    prices = {"gemini-2.5-flash-preview-tts": failover.Price(0.5, 10.0)}
+    client = failover.Client({"g": gemini(server)}, prices=prices)
+    _, response = read_speech_of(face, client, voice="Kore", format="wav")
+    assert response.model == "gemini-2.5-flash-preview-tts"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (8, 120)
+    assert response.cost == pytest.approx((8 * 0.5 + 120 * 10.0) / 1e6)
+    server.push_audio()
+    bytes_client = failover.Client({"o": openai(server)})
+    _, response = read_speech_of(face, bytes_client, voice="alloy")
+    assert response.model == "gpt-4o-mini-tts"
+
+
+def test_a_filename_with_a_line_break_is_refused_before_sending(
+    face: str, server: MockServer
+) -> None:
+    client = failover.Client({"o": openai(server)})
+    with pytest.raises(failover.ConfigurationError, match="control character"):
+        run(face, client, "transcribe", WAV, filename="a\r\nContent-Type: text/plain\r\n.wav")
+    assert server.requests == []
+
+
+def test_mistral_is_passed_over_for_formats_it_cannot_give(
+    face: str, server: MockServer, backup_server: MockServer
+) -> None:
+    backup_server.push_transcription(
+        "1\n00:00:00,000 --> 00:00:01,000\nbonjour\n", response_format="srt"
+    )
+    mistral = failover.Mistral("mistral-small-latest", api_key=KEY, base_url=server.url)
+    client = failover.Client(
+        {"mistral": mistral, "gpt": openai(backup_server, transcription_model="whisper-1")}
+    )
+    result = run(face, client, "transcribe", WAV, response_format="srt")
+    assert result.provider == "gpt"
+    assert "Mistral answers with the text only" in (result.attempts[0].skipped or "")
+    assert server.requests == []
+    # And a multipart request's .json is None, not an error.
+    assert backup_server.requests[0].json is None

@@ -109,6 +109,9 @@ def transcription_args(
                 "with its extension (e.g. 'call.m4a')"
             )
         named = f"audio.{sniffed}"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in named):
+        # It goes into the form's part header, where a line break would end it.
+        raise ConfigurationError(f"filename= has a control character (a line break?): {named!r}")
     extension = os.path.splitext(named)[1].lstrip(".").lower()
     if extension not in AUDIO_EXTENSIONS:
         raise ConfigurationError(

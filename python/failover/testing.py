@@ -118,7 +118,12 @@ class RecordedRequest:
 
     @property
     def json(self) -> Any:
-        return _json.loads(self.body) if self.body else None
+        """The body parsed as JSON; ``None`` when it is empty or not JSON (a
+        multipart form: see ``.form`` and ``.files``)."""
+        try:
+            return _json.loads(self.body) if self.body else None
+        except ValueError:
+            return None
 
     @property
     def form(self) -> dict[str, str]:

@@ -21,6 +21,10 @@ impl WireFormat for GenerateContent {
         None
     }
 
+    fn streams_audio_bytes(&self) -> bool {
+        false
+    }
+
     fn media_unable(
         &self,
         _provider: &ProviderConfig,

@@ -379,6 +379,9 @@ pub(super) fn parse(
                     let media_type = image_type(&data)
                         .map(str::to_string)
                         .or_else(|| mime_type.starts_with("image/").then_some(mime_type));
+                    if media_type.is_none() || data.is_empty() {
+                        continue; // inline data that is no image
+                    }
                     images.push(GeneratedImage {
                         data: Some(data),
                         url: None,
@@ -419,6 +422,12 @@ pub(super) fn parse(
                     }
                 }
             }
+            if rate.is_some() && pcm.is_empty() {
+                return Err(no_content(refusal, "no audio in the answer", ""));
+            }
+            if pcm.len() % 2 != 0 {
+                return Err("16-bit speech that ends inside a sample".into());
+            }
             let (data, media_type) = match (rate, whole, format.as_str()) {
                 (Some(rate), None, "wav") => (wav(&pcm, rate)?, "audio/wav".to_string()),
                 (Some(rate), None, _) => (pcm, format!("audio/pcm;rate={rate}")),
@@ -443,8 +452,15 @@ pub(super) fn parse(
                     text.push_str(piece.as_str().ok_or("a text part that is not text")?);
                 }
             }
-            if candidate.is_none() || (text.is_empty() && refusal.is_some()) {
-                return Err(no_content(refusal, "no candidates in the response", ""));
+            if let Some(why) = refusal {
+                return Err(MediaProblem::Refused(why));
+            }
+            let finish = candidate.and_then(|(c, _)| c.get("finishReason")?.as_str());
+            if finish == Some("MAX_TOKENS") {
+                return Err("a transcript cut short at the output limit (MAX_TOKENS)".into());
+            }
+            if text.trim().is_empty() {
+                return Err("no transcript in the answer".into());
             }
             MediaContent::Transcript {
                 text: text.trim().to_string(),
@@ -594,6 +610,17 @@ mod tests {
         assert_eq!(u32::from_le_bytes(data[24..28].try_into().unwrap()), 24_000);
         assert_eq!(u32::from_le_bytes(data[40..44].try_into().unwrap()), 100);
         assert_eq!(&data[44..], &pcm[..]);
+        let silent = json!({"candidates": [{"content": {"parts": [
+            {"inlineData": {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": ""}}
+        ]}}]});
+        assert!(parsed(&speech("Kore", "wav"), silent).is_err());
+        let odd = json!({"candidates": [{"content": {"parts": [
+            {"inlineData": {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": "AQAC"}}
+        ]}}]});
+        assert!(parsed(&speech("Kore", "wav"), odd)
+            .unwrap_err()
+            .why()
+            .contains("inside a sample"));
         let raw = parsed(&speech("Kore", "pcm"), answer).unwrap();
         assert_eq!(
             raw.content,
@@ -626,6 +653,13 @@ mod tests {
         let truncated = json!({"candidates": [{"content": {"parts": [
             {"inlineData": {"mimeType": "image/png", "data": "__BINARY_TRUNCATED__:len=5"}}
         ]}}]});
+        let text_blob = json!({"candidates": [{"content": {"parts": [
+            {"inlineData": {"mimeType": "text/plain", "data": "aGVsbG8="}}
+        ]}}]});
+        assert!(parsed(&image(None, 1), text_blob)
+            .unwrap_err()
+            .why()
+            .contains("no image"));
         assert!(parsed(&image(None, 1), truncated)
             .unwrap_err()
             .why()
@@ -662,5 +696,19 @@ mod tests {
         );
         assert_eq!(transcript.usage.input_tokens, Some(120));
         assert!(parsed(&request, json!({})).is_err());
+        let cut = json!({"candidates": [{"content": {"parts": [{"text": "Hello th"}]},
+            "finishReason": "MAX_TOKENS"}]});
+        assert!(parsed(&request, cut)
+            .unwrap_err()
+            .why()
+            .contains("MAX_TOKENS"));
+        let empty = json!({"candidates": [{"content": {}, "finishReason": "STOP"}]});
+        assert!(parsed(&request, empty).is_err());
+        let recited = json!({"candidates": [{"content": {"parts": [{"text": "Hel"}]},
+            "finishReason": "RECITATION"}]});
+        assert!(matches!(
+            parsed(&request, recited),
+            Err(MediaProblem::Refused(_))
+        ));
     }
 }

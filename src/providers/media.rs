@@ -84,8 +84,10 @@ pub fn parse_media_response(
         .get("content-type")
         .unwrap_or("")
         .to_ascii_lowercase();
+    // JSON by its type, or by its look where the type says nothing better
+    // (a gateway's `text/plain` label; audio never starts with `{`).
     let is_json = content_type.starts_with("application/json")
-        || (content_type.is_empty() && response.body.first() == Some(&b'{'));
+        || (!content_type.starts_with("audio/") && response.body.first() == Some(&b'{'));
     let wire = format(provider.wire);
     let (parsed, answer) = if !(200..300).contains(&response.status) {
         let id = request_id(provider, &response.headers).map(|id| redact(&id, &sent.secrets));

@@ -64,11 +64,11 @@ impl WireFormat for ChatCompletions {
 
     fn media_unable(
         &self,
-        _provider: &ProviderConfig,
+        provider: &ProviderConfig,
         model: &str,
         request: &MediaRequest,
     ) -> Option<String> {
-        super::openai_media::unable(model, request)
+        super::openai_media::unable(model, request, provider.mistral_rules)
     }
 
     fn build_media(

@@ -27,8 +27,9 @@ fn gpt_image(model: &str) -> bool {
     model.starts_with("gpt-image")
 }
 
-/// Why OpenAI cannot take `request` for `model`, if it cannot.
-pub(super) fn unable(model: &str, request: &MediaRequest) -> Option<String> {
+/// Why OpenAI cannot take `request` for `model`, if it cannot (`mistral`:
+/// Mistral's endpoint, which answers JSON only).
+pub(super) fn unable(model: &str, request: &MediaRequest, mistral: bool) -> Option<String> {
     match &request.media {
         Media::Image {
             prompt, n, urls, ..
@@ -85,6 +86,12 @@ pub(super) fn unable(model: &str, request: &MediaRequest) -> Option<String> {
                 return Some(format!(
                     "a recording of at most 25 MB, not {:.1} MB",
                     audio.len() as f64 / (1024.0 * 1024.0)
+                ));
+            }
+            if mistral && !matches!(response_format.as_str(), "json" | "text") {
+                return Some(format!(
+                    "Mistral answers with the text only (response_format='json' or 'text'), \
+                     not {response_format}"
                 ));
             }
             if model.starts_with("gpt-4o") && !matches!(response_format.as_str(), "json" | "text") {
@@ -207,6 +214,11 @@ pub(super) fn parse(
         (Media::Image { .. }, MediaAnswer::Json(json)) => {
             (images(json)?, image_usage(json), string_at(json, "model"))
         }
+        (Media::Speech { .. }, MediaAnswer::Bytes { content_type, .. })
+            if content_type.starts_with("text/") =>
+        {
+            return Err(format!("a {content_type:?} body where audio was expected").into());
+        }
         (Media::Speech { format, .. }, MediaAnswer::Bytes { content_type, body }) => {
             let media_type = match content_type.split(';').next().unwrap_or("").trim() {
                 "" | "application/octet-stream" => audio_type(format).to_string(),
@@ -231,6 +243,17 @@ pub(super) fn parse(
             (content, Usage::default(), string_at(json, "model"))
         }
         (Media::Transcription { .. }, MediaAnswer::Json(json)) => transcript(json)?,
+        (
+            Media::Transcription {
+                response_format, ..
+            },
+            MediaAnswer::Bytes { content_type, .. },
+        ) if response_format.ends_with("json") || content_type.starts_with("text/html") => {
+            return Err(format!(
+                "a {content_type:?} body where a {response_format} transcript was expected"
+            )
+            .into());
+        }
         (Media::Transcription { .. }, MediaAnswer::Bytes { body, .. }) => {
             // `text`, `srt` or `vtt`: the transcript as it came.
             let text = std::str::from_utf8(body)
@@ -383,17 +406,22 @@ mod tests {
     #[test]
     fn what_a_model_documents_it_cannot_take_is_said() {
         assert_eq!(
-            unable("dall-e-3", &image(2, false, "fox")).as_deref(),
+            unable("dall-e-3", &image(2, false, "fox"), false).as_deref(),
             Some("dall-e-3 makes one image per call (n=1)")
         );
-        assert!(unable("dall-e-2", &image(1, false, &"x".repeat(1001)))
-            .unwrap()
-            .contains("at most 1000 characters, not 1001"));
-        assert!(unable("gpt-image-1", &image(1, true, "fox"))
+        assert!(
+            unable("dall-e-2", &image(1, false, &"x".repeat(1001)), false)
+                .unwrap()
+                .contains("at most 1000 characters, not 1001")
+        );
+        assert!(unable("gpt-image-1", &image(1, true, "fox"), false)
             .unwrap()
             .contains("never a URL"));
         // An unknown model (a compatible server's) is not second-guessed.
-        assert_eq!(unable("flux-dev", &image(4, true, &"x".repeat(5000))), None);
+        assert_eq!(
+            unable("flux-dev", &image(4, true, &"x".repeat(5000)), false),
+            None
+        );
     }
 
     #[test]
@@ -453,8 +481,25 @@ mod tests {
         let bad = serde_json::json!({"text": "hi", "segments": [{"start": 0.0, "text": "hi"}]});
         let bad = parse(&request, MediaAnswer::Json(bad.as_object().unwrap()));
         assert!(bad.unwrap_err().why().contains("segment"));
+        let bytes = MediaAnswer::Bytes {
+            content_type: "text/plain",
+            body: b"\xff\xfe",
+        };
+        // Where JSON was asked for, text is no answer; where text was, it
+        // must be UTF-8.
+        assert!(parse(&request, bytes)
+            .unwrap_err()
+            .why()
+            .contains("json transcript"));
+        let mut srt = request.clone();
+        if let Media::Transcription {
+            response_format, ..
+        } = &mut srt.media
+        {
+            *response_format = "srt".into();
+        }
         let not_utf8 = parse(
-            &request,
+            &srt,
             MediaAnswer::Bytes {
                 content_type: "text/plain",
                 body: b"\xff\xfe",

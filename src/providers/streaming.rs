@@ -127,10 +127,17 @@ pub async fn start(
     let wire = format(provider.wire);
     // A JSON document where an SSE stream was asked for (an NDJSON stream's
     // lines are JSON documents themselves).
+    let content_type = headers
+        .get("content-type")
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let json_answer = (audio.is_some() || wire.framing() == Framing::Sse)
-        && headers
-            .get("content-type")
-            .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/json"));
+        && content_type.starts_with("application/json");
+    // Speech read whole, never handed on as it arrives: a wire whose audio
+    // comes inside JSON (Gemini), or a body that is text, not audio (an
+    // HTML page from a gateway): the wire's reader says what it is.
+    let whole_audio = audio.is_some()
+        && (json_answer || !wire.streams_audio_bytes() || content_type.starts_with("text/"));
     let mut live = LiveStream {
         name: provider.name.clone(),
         wire,
@@ -151,8 +158,9 @@ pub async fn start(
         trailers_until: None,
         audio: audio.is_some(),
     };
-    if let (true, Some(request)) = (json_answer, audio) {
-        // Audio as JSON (Mistral's base64 `audio_data`), or an error in a 200.
+    if let (true, Some(request)) = (whole_audio, audio) {
+        // Audio as JSON (Mistral's base64 `audio_data`, Gemini's inline
+        // data), an error in a 200, or a body that is no audio at all.
         let body = live.body.take();
         let bytes = whole_body(provider, body).await?;
         let response = crate::http::HttpResponse {
@@ -162,12 +170,21 @@ pub async fn start(
         };
         let media = super::media::parse_media_response(provider, request, sent, response)?;
         let mut first = Vec::new();
+        if let Some(model) = media.model {
+            live.acc.apply(Delta::Model(model), &mut first);
+        }
+        live.acc.apply(Delta::Usage(media.usage), &mut first);
         if let super::types::MediaContent::Audio { data, .. } = media.content {
             live.close();
             live.acc.apply(Delta::Audio(data), &mut first);
             live.acc.apply(Delta::End, &mut first);
         }
         return Ok(StartedStream { live, first });
+    }
+    if let Some(request) = audio {
+        // The model asked for: the audio's bytes do not name one.
+        let model = super::types::media_model(provider, request).to_string();
+        live.acc.apply(Delta::Model(model), &mut Vec::new());
     }
     if json_answer {
         // A JSON document where a stream was asked for: an error, or a

@@ -352,7 +352,7 @@ pub struct MediaResponse {
 
 /// The model a media call asks `provider` for: the call's, else the
 /// provider's model for the kind, else its model.
-pub(super) fn media_model<'a>(provider: &'a ProviderConfig, request: &'a MediaRequest) -> &'a str {
+pub(crate) fn media_model<'a>(provider: &'a ProviderConfig, request: &'a MediaRequest) -> &'a str {
     let own = match request.kind() {
         MediaKind::Image => &provider.image_model,
         MediaKind::Speech => &provider.speech_model,

@@ -168,6 +168,13 @@ pub trait WireFormat: Sync {
         (String::new(), MediaBody::Json(Value::Null))
     }
 
+    /// Whether a speech answer's body is the audio itself, which a speech
+    /// stream hands on as it arrives; else it is read whole (Gemini's audio
+    /// comes inside JSON).
+    fn streams_audio_bytes(&self) -> bool {
+        true
+    }
+
     /// A 2xx media answer -> its content (status, headers and request id
     /// are filled in by the caller).
     fn parse_media(
