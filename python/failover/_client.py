@@ -304,6 +304,31 @@ class Client:
             self._native.close()
         self._closed_here = True
 
+    @classmethod
+    def from_config(
+        cls,
+        config: str | os.PathLike[str] | Mapping[str, typing.Any],
+        *,
+        sleeper: Sleeper | None = None,
+        on_event: EventHook | None = None,
+    ) -> Client:
+        """A client built from a ``failover.toml`` file (a path) or a dict of
+        the same shape: ``[client]`` options, a ``[retry]`` policy (or
+        ``preset``), ``[quotas.NAME]`` limits and ``[providers.NAME]`` tables
+        in chain order, each with a ``type``. ``${VAR}`` in a string is read
+        from the environment. Every value is checked as the Python API checks
+        it; an unknown key is a ``ConfigurationError`` naming it and its line.
+        ``sleeper=`` and ``on_event=``, which a file cannot hold, are given
+        here."""
+        from ._config import build
+
+        overrides: dict[str, typing.Any] = {}
+        if sleeper is not None:
+            overrides["sleeper"] = sleeper
+        if on_event is not None:
+            overrides["on_event"] = on_event
+        return build(config, overrides)
+
     def with_options(
         self,
         *,
