@@ -24,6 +24,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# The OpenTelemetry SDK: tests/test_telemetry.py reads spans and metrics
 	# with its in-memory exporter and reader.
 	$(PY) -m pip install -q "opentelemetry-sdk==1.45.2"
+	# rich: the batch command's live progress bar (tests/test_batch.py reads it in tmux).
+	$(PY) -m pip install -q "rich==15.0.0"
 	touch $@
 
 # Builds the extension into python/failover (editable install, fast dev profile).

@@ -27,3 +27,6 @@ def test_demo_runs_every_scene():
     assert "gpt answered in" in out and "bytes of image/png" in out
     assert "summary: 8/8 calls answered, 4 retries" in out
     assert "fake sleeps" in out
+    # The batch scene: stopped by --max-cost, resumed, every id once.
+    assert "stopped: the cost reached --max-cost 0.0006" in out
+    assert "out.jsonl: 200 results, one for each of the 200 ids: yes" in out

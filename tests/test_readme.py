@@ -72,3 +72,18 @@ def test_the_readme_batch_example_keeps_to_its_limits(mock_server, backup_server
     assert fake.time() - start == 60.0
     stats = client.stats()
     assert (stats.providers["openai"].answered, stats.providers["azure"].answered) == (9, 3)
+
+
+def test_the_readme_config_file_builds_its_client(tmp_path, monkeypatch):
+    block = re.search(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
+    assert block is not None
+    path = tmp_path / "failover.toml"
+    path.write_text(block.group(1))
+    for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.setenv(variable, f"sk-test-{variable.lower()}-0123456789")
+    import failover
+
+    with failover.Client.from_config(path) as client:
+        assert list(client.providers) == ["claude", "gpt"]
+        pool = client.providers["gpt"]
+        assert isinstance(pool, failover.Pool) and pool.strategy == "least_busy"

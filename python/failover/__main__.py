@@ -1,4 +1,5 @@
-"""``python -m failover demo`` and ``python -m failover prompt``."""
+"""``python -m failover demo``, ``python -m failover prompt`` and
+``python -m failover batch IN OUT``."""
 
 from __future__ import annotations
 
@@ -292,7 +293,65 @@ def demo(fake_sleep: bool = False) -> int:
     )
     for server in (claude, gpt, local):
         server.close()
-    return 0 if answered == len(scenes) else 1
+    batched = _demo_batch()
+    return 0 if answered == len(scenes) and batched else 1
+
+
+def _demo_batch(lines: int = 200) -> bool:
+    """The last scene: ``python -m failover batch`` over ``lines`` requests
+    against two simulated providers where about 30% of answers are faults,
+    stopped by --max-cost, then resumed to the end."""
+    import dataclasses
+    import random
+    import tempfile
+
+    from . import _batch
+
+    print("\n9. A batch job: 200 prompts, about 30% of answers are faults (429s with hints,")
+    print("   529s, resets); stopped by --max-cost, then resumed: nothing lost, nothing twice")
+    rng = random.Random(9)
+    with MockServer() as claude, MockServer() as gpt, tempfile.TemporaryDirectory() as folder:
+        for server, wire in ((claude, "anthropic"), (gpt, "openai")):
+            for _ in range(lines + lines // 2):
+                roll = rng.random()
+                if roll < 0.12:
+                    server.push(429, headers={"retry-after-ms": "40"}, json=_RATE_LIMIT)
+                elif roll < 0.22:
+                    server.push(529 if wire == "anthropic" else 503, json=_OVERLOADED)
+                elif roll < 0.3:
+                    server.push(fault="reset")
+                server.push_text("ok", wire=wire)
+        config = os.path.join(folder, "failover.toml")
+        with open(config, "w") as file:
+            file.write(
+                "[client]\ndeadline = 20\n\n"
+                f'[providers.claude]\ntype = "anthropic"\nmodel = "claude-haiku-4-5"\n'
+                f'api_key = "sk-ant-demo-0000000000"\nbase_url = "{claude.url}"\n'
+                "price = { input = 1.0, output = 5.0 }\n\n"
+                f'[providers.gpt]\ntype = "openai"\nmodel = "gpt-4.1-mini"\n'
+                f'api_key = "sk-demo-0000000000"\nbase_url = "{gpt.url}"\n'
+                "price = { input = 0.4, output = 1.6 }\n"
+            )
+        source, out = os.path.join(folder, "in.jsonl"), os.path.join(folder, "out.jsonl")
+        with open(source, "w") as file:
+            for i in range(lines):
+                file.write(json.dumps({"id": f"q{i}", "prompt": f"Classify ticket {i}"}) + "\n")
+        print("   $ python -m failover batch in.jsonl out.jsonl --max-cost 0.0006")
+        resumed = _batch.Options(
+            input=source, output=out, config=config, concurrency=16, progress="none"
+        )
+        capped = dataclasses.replace(resumed, max_cost=0.0006)
+        first = _batch.run(capped)
+        print(f"   $ python -m failover batch in.jsonl out.jsonl   (resumed; exit {first} before)")
+        second = _batch.run(resumed)
+        with open(out) as file:
+            ids = [json.loads(line)["id"] for line in file]
+        unique = len(set(ids)) == len(ids) == lines
+        print(
+            f"   out.jsonl: {len(ids)} results, one for each of the {lines} ids: "
+            f"{'yes' if unique else 'NO'}"
+        )
+    return first == _batch.STOPPED and second in (_batch.DONE, _batch.FAILED_LINES) and unique
 
 
 def _cost(r: Any) -> str:
@@ -402,9 +461,60 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("text")
     p.add_argument("--provider", action="append", help="DRIVER[:MODEL], in order; repeatable")
     p.add_argument("--deadline", type=float, default=None, help="seconds for the whole call")
+    b = sub.add_parser(
+        "batch",
+        help="run a JSON Lines file of requests through a config's providers",
+        description='Runs each line of IN ({"id", "prompt" | "messages" | "embed", '
+        "and any prompt() option}) and appends its result to OUT as it arrives. Run it "
+        "again with the same OUT to resume: ids already there are skipped.",
+    )
+    b.add_argument("input", metavar="IN", help="JSON Lines, one request a line")
+    b.add_argument("output", metavar="OUT", help="JSON Lines of results (appended; resumable)")
+    b.add_argument("--config", help="the client's TOML file (default: ./failover.toml)")
+    b.add_argument("--concurrency", type=int, default=64, help="calls at once (default 64)")
+    b.add_argument("--deadline", type=float, help="seconds for each call, waits included")
+    b.add_argument("--max-cost", type=float, help="USD: start no call once the cost reaches it")
+    b.add_argument("--limit", type=int, help="only the first N lines of IN")
+    b.add_argument(
+        "--kind", choices=("chat", "embed", "stream"), help="how to run lines that could be either"
+    )
+    b.add_argument("--ordered", action="store_true", help="write results in input order")
+    b.add_argument(
+        "--retry-failed", action="store_true", help="run again the ids whose result is an error"
+    )
+    b.add_argument("--summary", metavar="FILE", help="also write the summary as JSON")
+    b.add_argument(
+        "--progress",
+        choices=("auto", "bar", "plain", "none"),
+        default="auto",
+        help="a live bar in a terminal, plain lines otherwise (auto)",
+    )
+    b.add_argument(
+        "--progress-interval", type=float, default=10.0, help="seconds between plain lines"
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(fake_sleep=args.fake_sleep)
+    if args.command == "batch":
+        from . import _batch
+
+        return _batch.run(
+            _batch.Options(
+                input=args.input,
+                output=args.output,
+                config=args.config,
+                concurrency=args.concurrency,
+                deadline=args.deadline,
+                max_cost=args.max_cost,
+                limit=args.limit,
+                kind=args.kind,
+                ordered=args.ordered,
+                retry_failed=args.retry_failed,
+                summary=args.summary,
+                progress=args.progress,
+                interval=args.progress_interval,
+            )
+        )
     return prompt(args)
 
 
