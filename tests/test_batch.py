@@ -414,3 +414,15 @@ def test_a_second_ctrl_c_cancels_the_calls_in_flight(tmp_path: Path) -> None:
     assert [r["id"] for r in results(out)] == ["r0"]
     assert b"1 answered, 0 failed, 19 left" in stdout
     assert b"Ctrl-C twice" in stdout
+
+
+def test_max_cost_without_prices_says_it_counts_nothing(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for _ in range(2):
+        mock_server.push_text("ok")
+    source = requests(tmp_path, 2)
+    toml = config(tmp_path, mock_server, price=False)
+    assert batch(source, tmp_path / "out.jsonl", "--config", toml, "--max-cost", "1") == 0
+    err = capsys.readouterr().err
+    assert err.count("--max-cost counts only priced attempts") == 1

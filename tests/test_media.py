@@ -820,8 +820,9 @@ def test_a_filename_with_a_line_break_is_refused_before_sending(
     face: str, server: MockServer
 ) -> None:
     client = failover.Client({"o": openai(server)})
-    with pytest.raises(failover.ConfigurationError, match="control character"):
-        run(face, client, "transcribe", WAV, filename="a\r\nContent-Type: text/plain\r\n.wav")
+    for name in ("a\r\nContent-Type: text/plain\r\n.wav", "a\x85b.wav", "a\u2028b.wav"):
+        with pytest.raises(failover.ConfigurationError, match="control character"):
+            run(face, client, "transcribe", WAV, filename=name)
     assert server.requests == []
 
 
@@ -841,3 +842,87 @@ def test_mistral_is_passed_over_for_formats_it_cannot_give(
     assert server.requests == []
     # And a multipart request's .json is None, not an error.
     assert backup_server.requests[0].json is None
+
+
+def test_an_openai_image_that_is_no_image_is_malformed_and_retried(
+    face: str, server: MockServer
+) -> None:
+    for packed in ("", base64.b64encode(HTML.encode()).decode()):
+        server.push(json={"created": 1, "data": [{"b64_json": packed}]})
+    server.push_image()
+    client = failover.Client({"o": openai(server)})
+    with fake_sleep():
+        result = run(face, client, "generate_image", "a fox")
+    assert result.data == TINY_PNG
+    assert [a.kind for a in result.attempts] == ["server_error", "server_error", None]
+
+
+def test_an_image_url_that_serves_a_page_is_malformed_and_keeps_the_generations_usage(
+    face: str, server: MockServer
+) -> None:
+    server.push(
+        json={
+            "created": 1,
+            "data": [{"url": f"{server.url}/x.png"}],
+            "usage": {"input_tokens": 5, "output_tokens": 100},
+        }
+    )
+    server.push(body=HTML, content_type="image/png")
+    client = failover.Client(
+        {"o": openai(server, image_model="dall-e-3")},
+        prices={"dall-e-3": failover.Price(1.0, 10.0)},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    with pytest.raises(failover.ServerError, match="not an image") as caught:
+        run(face, client, "generate_image", "a fox")
+    attempt = caught.value.attempts[0]
+    assert (attempt.status, attempt.billed) == (200, True)
+    assert attempt.usage is not None and attempt.usage.output_tokens == 100
+    assert attempt.cost == pytest.approx((5 * 1.0 + 100 * 10.0) / 1e6)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(HTML.encode(), "audio/mpeg"), (b"Service temporarily unavailable", "audio/mpeg")],
+)
+def test_text_labelled_as_audio_is_no_speech(
+    face: str, server: MockServer, body: bytes, content_type: str
+) -> None:
+    server.push(body=body, content_type=content_type)
+    client = failover.Client({"o": openai(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    with pytest.raises(failover.ServerError, match="text where audio was expected"):
+        run(face, client, "speak", "Hi", voice="alloy")
+
+
+def test_an_html_page_is_no_text_transcript(face: str, server: MockServer) -> None:
+    server.push(body=HTML, content_type="text/plain")
+    client = failover.Client(
+        {"o": openai(server, transcription_model="whisper-1")},
+        retry=failover.RetryPolicy(max_retries_last=0),
+    )
+    with pytest.raises(failover.ServerError, match="an HTML page where a transcript"):
+        run(face, client, "transcribe", WAV, response_format="srt")
+
+
+@pytest.mark.parametrize("finish", ["MAX_TOKENS", "OTHER", "MALFORMED_FUNCTION_CALL"])
+def test_gemini_speech_or_a_transcript_that_did_not_stop_of_itself_is_cut_short(
+    face: str, server: MockServer, finish: str
+) -> None:
+    packed = base64.b64encode(b"\x00\x01" * 10).decode()
+    server.push(json=_gemini_json(_pcm_part(packed), finish=finish))
+    server.push(json=_gemini_json({"text": "hello partial"}, finish=finish))
+    client = failover.Client({"g": gemini(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    with pytest.raises(failover.ServerError, match=f"speech cut short \\({finish}\\)"):
+        run(face, client, "speak", "Hi", voice="Kore", format="pcm")
+    with pytest.raises(failover.ServerError, match=finish):
+        run(face, client, "transcribe", WAV)
+
+
+def test_a_gemini_image_whose_bytes_are_not_what_its_type_says_is_no_image(
+    face: str, server: MockServer
+) -> None:
+    fake = base64.b64encode(HTML.encode()).decode()
+    server.push(json=_gemini_json({"inlineData": {"mimeType": "image/png", "data": fake}}))
+    client = failover.Client({"g": gemini(server)}, retry=failover.RetryPolicy(max_retries_last=0))
+    with pytest.raises(failover.ServerError, match="no image"):
+        run(face, client, "generate_image", "a fox")

@@ -93,6 +93,7 @@ class Tally:
     started: float = field(default_factory=time.monotonic)
     stopping: str | None = None
     cancelled: bool = False
+    unpriced_said: bool = False
 
 
 def _key(value: Any) -> str:
@@ -539,6 +540,15 @@ async def _work(
             else:
                 tally.failed += 1
             tally.cost += record.get("cost") or 0.0
+            if options.max_cost is not None and record["ok"] and record.get("cost") is None:
+                if not tally.unpriced_said:
+                    tally.unpriced_said = True
+                    print(
+                        "failover batch: an answer had no price, and --max-cost counts only "
+                        "priced attempts: give the providers price= (or [client] prices=)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             writer.write(line.index, record)
 
     loop = asyncio.get_running_loop()

@@ -5,6 +5,7 @@ recording a transcription sends, read once."""
 from __future__ import annotations
 
 import os
+import unicodedata
 
 from ._checks import count, number, utf8_text
 from ._exceptions import ConfigurationError
@@ -109,9 +110,13 @@ def transcription_args(
                 "with its extension (e.g. 'call.m4a')"
             )
         named = f"audio.{sniffed}"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in named):
+    sent = os.path.basename(named)
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in sent):
         # It goes into the form's part header, where a line break would end it.
-        raise ConfigurationError(f"filename= has a control character (a line break?): {named!r}")
+        raise ConfigurationError(
+            f"the recording's file name has a control character or a line break: {sent!r} "
+            "(pass filename= without one)"
+        )
     extension = os.path.splitext(named)[1].lstrip(".").lower()
     if extension not in AUDIO_EXTENSIONS:
         raise ConfigurationError(

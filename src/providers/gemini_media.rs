@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::gemini::{first_candidate, resource, usage_of};
 use super::json::string_at;
-use super::media::image_type;
+use super::media::{image_type, looks_like_text};
 use super::types::{GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, Usage};
 use super::wire_format::{MediaAnswer, MediaBody, MediaProblem};
 
@@ -370,18 +370,41 @@ pub(super) fn parse(
         .iter()
         .filter(|p| p.get("thought") != Some(&Value::Bool(true)));
     let refusal = blocked(json, candidate.map(|(c, _)| c));
+    // Speech and a transcript are whole only when the model stopped of
+    // itself: any other end (the output limit, OTHER, ...) cut them short.
+    let finish = candidate.and_then(|(c, _)| c.get("finishReason")?.as_str());
+    let cut = match finish {
+        None | Some("STOP") => None,
+        Some(other) => Some(other),
+    };
     let content = match &request.media {
         Media::Image { .. } => {
             let mut images = Vec::new();
             let mut said = String::new();
             for part in answer_parts {
                 if let Some((mime_type, data)) = inline_data(part)? {
-                    let media_type = image_type(&data)
-                        .map(str::to_string)
-                        .or_else(|| mime_type.starts_with("image/").then_some(mime_type));
-                    if media_type.is_none() || data.is_empty() {
+                    let sniffed = image_type(&data);
+                    // A type we know by its first bytes must have them; another
+                    // image type must at least not be text.
+                    let known = matches!(
+                        mime_type.as_str(),
+                        "image/png" | "image/jpeg" | "image/webp" | "image/gif"
+                    );
+                    let media_type = match sniffed {
+                        Some(found) => Some(found.to_string()),
+                        None if mime_type.starts_with("image/")
+                            && !known
+                            && !data.is_empty()
+                            && !looks_like_text(&data) =>
+                        {
+                            Some(mime_type)
+                        }
+                        None => None,
+                    };
+                    let Some(media_type) = media_type else {
                         continue; // inline data that is no image
-                    }
+                    };
+                    let media_type = Some(media_type);
                     images.push(GeneratedImage {
                         data: Some(data),
                         url: None,
@@ -422,6 +445,9 @@ pub(super) fn parse(
                     }
                 }
             }
+            if let (None, Some(reason)) = (&refusal, cut) {
+                return Err(format!("speech cut short ({reason})").into());
+            }
             if rate.is_some() && pcm.is_empty() {
                 return Err(no_content(refusal, "no audio in the answer", ""));
             }
@@ -455,9 +481,11 @@ pub(super) fn parse(
             if let Some(why) = refusal {
                 return Err(MediaProblem::Refused(why));
             }
-            let finish = candidate.and_then(|(c, _)| c.get("finishReason")?.as_str());
-            if finish == Some("MAX_TOKENS") {
+            if cut == Some("MAX_TOKENS") {
                 return Err("a transcript cut short at the output limit (MAX_TOKENS)".into());
+            }
+            if let Some(reason) = cut {
+                return Err(format!("a transcript that ended with {reason}, not STOP").into());
             }
             if text.trim().is_empty() {
                 return Err("no transcript in the answer".into());

@@ -140,17 +140,26 @@ pub async fn fetch_images(
     timeout: std::time::Duration,
 ) -> Result<(), Failure> {
     let (Media::Image { urls: false, .. }, MediaContent::Images(images)) =
-        (&request.media, &mut media.content)
+        (&request.media, &media.content)
     else {
         return Ok(());
     };
-    for image in images.iter_mut().filter(|image| image.data.is_none()) {
+    let mut fetched_images = Vec::with_capacity(images.len());
+    for (index, image) in images.iter().enumerate() {
+        if image.data.is_some() {
+            continue;
+        }
         let Some(url) = image.url.as_deref() else {
             continue;
         };
         let host = crate::http::host_of(url);
-        let failed = |why: String| {
-            Failure::without_response(
+        // The generation was answered (and may be billed) whatever the
+        // fetch does: the failure keeps the answer's status and usage.
+        let failed = |why: String| Failure {
+            status: Some(media.status),
+            usage: Some(Box::new(media.usage.clone())),
+            billed: Some(true),
+            ..Failure::without_response(
                 ErrorKind::ServerError,
                 format!(
                     "{}: the image at {host} could not be fetched: {why}",
@@ -165,17 +174,45 @@ pub async fn fetch_images(
         if !(200..300).contains(&fetched.status) || fetched.body.is_empty() {
             return Err(failed(format!("it answered {}", fetched.status)));
         }
-        if image.media_type.is_none() {
-            image.media_type = fetched
-                .headers
-                .get("content-type")
-                .filter(|t| t.starts_with("image/"))
-                .map(str::to_string)
-                .or_else(|| image_type(&fetched.body).map(str::to_string));
+        let labelled = fetched
+            .headers
+            .get("content-type")
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if looks_like_text(&fetched.body)
+            || labelled.starts_with("text/")
+            || labelled.starts_with("application/json")
+        {
+            return Err(failed(format!(
+                "it answered a {labelled:?} page, not an image"
+            )));
         }
-        image.data = Some(fetched.body);
+        let media_type = image.media_type.clone().or_else(|| {
+            image_type(&fetched.body)
+                .map(str::to_string)
+                .or_else(|| labelled.starts_with("image/").then_some(labelled))
+        });
+        fetched_images.push((index, fetched.body, media_type));
+    }
+    if let MediaContent::Images(images) = &mut media.content {
+        for (index, data, media_type) in fetched_images {
+            images[index].data = Some(data);
+            images[index].media_type = media_type;
+        }
     }
     Ok(())
+}
+
+/// Whether bytes that should be an image or audio read as text instead (an
+/// HTML page, a JSON error, a sentence), whatever they are labelled: the
+/// first bytes all printable ASCII. Audio and images begin with binary
+/// magic (ID3 and RIFF are followed by binary sizes) or samples.
+pub(super) fn looks_like_text(data: &[u8]) -> bool {
+    let head = &data[..data.len().min(64)];
+    !head.is_empty()
+        && head
+            .iter()
+            .all(|b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
 /// An image's media type from its first bytes (PNG, JPEG, WebP, GIF).

@@ -7,7 +7,7 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::json::{string_at, u64_at};
-use super::media::{audio_type, image_type};
+use super::media::{audio_type, image_type, looks_like_text};
 use super::types::{
     GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, ProviderConfig, Segment,
     Usage,
@@ -214,10 +214,10 @@ pub(super) fn parse(
         (Media::Image { .. }, MediaAnswer::Json(json)) => {
             (images(json)?, image_usage(json), string_at(json, "model"))
         }
-        (Media::Speech { .. }, MediaAnswer::Bytes { content_type, .. })
-            if content_type.starts_with("text/") =>
+        (Media::Speech { .. }, MediaAnswer::Bytes { content_type, body })
+            if content_type.starts_with("text/") || looks_like_text(body) =>
         {
-            return Err(format!("a {content_type:?} body where audio was expected").into());
+            return Err(format!("a {content_type:?} body of text where audio was expected").into());
         }
         (Media::Speech { format, .. }, MediaAnswer::Bytes { content_type, body }) => {
             let media_type = match content_type.split(';').next().unwrap_or("").trim() {
@@ -254,6 +254,9 @@ pub(super) fn parse(
             )
             .into());
         }
+        (Media::Transcription { .. }, MediaAnswer::Bytes { body, .. }) if html(body) => {
+            return Err("an HTML page where a transcript was expected".into());
+        }
         (Media::Transcription { .. }, MediaAnswer::Bytes { body, .. }) => {
             // `text`, `srt` or `vtt`: the transcript as it came.
             let text = std::str::from_utf8(body)
@@ -279,6 +282,16 @@ pub(super) fn parse(
         status: 200,
         headers: crate::engine::Headers::new(),
     })
+}
+
+/// Whether a body is an HTML page (a gateway's, whatever its label).
+fn html(body: &[u8]) -> bool {
+    let start = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(0);
+    let head = String::from_utf8_lossy(&body[start..body.len().min(start + 15)]).to_lowercase();
+    head.starts_with("<!doctype html") || head.starts_with("<html")
 }
 
 fn decode(packed: &str) -> Result<Vec<u8>, String> {
@@ -309,6 +322,12 @@ fn images(json: &Map<String, Value>) -> Result<MediaContent, String> {
             None if url.is_some() => None,
             None => return Err("an image with neither b64_json nor url".into()),
         };
+        if bytes
+            .as_deref()
+            .is_some_and(|b| b.is_empty() || looks_like_text(b))
+        {
+            return Err("b64_json that holds no image (empty, or text)".into());
+        }
         let media_type = bytes
             .as_deref()
             .and_then(image_type)
