@@ -343,6 +343,23 @@ def test_ten_thousand_lines_with_faults_killed_at_half_and_resumed(tmp_path: Pat
     assert f"{len(final) - len(at_interrupt)} answered".encode() in stdout or b"failed" in stdout
 
 
+def _pane_until(session: str, *texts: str) -> str:
+    """What a tmux pane shows once it shows every one of ``texts`` (or after
+    ten seconds, whatever it shows then)."""
+    seen = ""
+    for _ in range(100):
+        seen = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if all(text in seen for text in texts):
+            break
+        time.sleep(0.1)
+    return seen
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux (`.ci/run` installs it)")
 def test_a_terminal_shows_a_live_bar_and_a_provider_table(tmp_path: Path) -> None:
     pytest.importorskip("rich")
@@ -362,30 +379,11 @@ def test_a_terminal_shows_a_live_bar_and_a_provider_table(tmp_path: Path) -> Non
             check=True,
         )
         try:
-            seen = ""
-            for _ in range(60):
-                time.sleep(0.1)
-                seen = subprocess.run(
-                    ["tmux", "capture-pane", "-p", "-t", session],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                if "/40" in seen and "ETA" in seen and "answered" in seen:
-                    break
+            seen = _pane_until(session, "ETA", "answered")
             assert "/40" in seen and "ETA" in seen, seen
             assert "provider" in seen and "failovers" in seen, seen
             assert "━" in seen, seen  # the bar itself
-            for _ in range(100):
-                if "40 answered, 0 failed, 0 left" in seen:
-                    break
-                time.sleep(0.1)
-                seen = subprocess.run(
-                    ["tmux", "capture-pane", "-p", "-t", session],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
+            seen = _pane_until(session, "40 answered, 0 failed, 0 left")
             assert "40 answered, 0 failed, 0 left" in seen, seen
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], check=False)

@@ -489,6 +489,22 @@ fn function_call(call: &Value) -> Result<ToolCall, String> {
     })
 }
 
+/// Whether a `finishReason` says the provider's filters stopped the answer.
+pub(super) fn filtered(reason: &str) -> bool {
+    matches!(
+        reason,
+        "SAFETY"
+            | "RECITATION"
+            | "BLOCKLIST"
+            | "PROHIBITED_CONTENT"
+            | "SPII"
+            | "IMAGE_SAFETY"
+            | "IMAGE_PROHIBITED_CONTENT"
+            | "IMAGE_RECITATION"
+            | "LANGUAGE"
+    )
+}
+
 /// A `finishReason` in the one vocabulary; a malformed call is no answer
 /// (the model wrote a call it could not make: another attempt may well do
 /// better).
@@ -500,15 +516,7 @@ fn finish_reason(raw: &str, has_calls: bool) -> Result<String, String> {
         "STOP" | "FINISH_REASON_UNSPECIFIED" => "stop".to_string(),
         // No end a caller can act on: as it is (with no content, no answer).
         "OTHER" | "TOO_MANY_TOOL_CALLS" => raw.to_string(),
-        "SAFETY"
-        | "RECITATION"
-        | "BLOCKLIST"
-        | "PROHIBITED_CONTENT"
-        | "SPII"
-        | "IMAGE_SAFETY"
-        | "IMAGE_PROHIBITED_CONTENT"
-        | "IMAGE_RECITATION"
-        | "LANGUAGE" => "content_filter".to_string(),
+        reason if filtered(reason) => "content_filter".to_string(),
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => {
             return Err(format!("the model wrote an unusable function call ({raw})"));
         }

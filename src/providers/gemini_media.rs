@@ -7,7 +7,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::gemini::{first_candidate, resource, usage_of};
+use super::gemini::{filtered, first_candidate, resource, usage_of};
 use super::json::string_at;
 use super::media::{image_type, looks_like_text};
 use super::types::{GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, Usage};
@@ -297,19 +297,8 @@ fn blocked(json: &Map<String, Value>, candidate: Option<&Map<String, Value>>) ->
         return Some(format!("its safety filters blocked the prompt ({reason})"));
     }
     let reason = candidate?.get("finishReason")?.as_str()?;
-    let filtered = matches!(
-        reason,
-        "SAFETY"
-            | "RECITATION"
-            | "BLOCKLIST"
-            | "PROHIBITED_CONTENT"
-            | "SPII"
-            | "IMAGE_SAFETY"
-            | "IMAGE_PROHIBITED_CONTENT"
-            | "IMAGE_RECITATION"
-            | "NO_IMAGE"
-    );
-    filtered.then(|| format!("it declined to make it ({reason})"))
+    // NO_IMAGE: the model declined to draw, as its filters do.
+    (filtered(reason) || reason == "NO_IMAGE").then(|| format!("it declined to make it ({reason})"))
 }
 
 /// `pcm` as a WAV file: one channel of 16-bit little-endian samples at
