@@ -327,7 +327,7 @@ class Client:
             overrides["sleeper"] = sleeper
         if on_event is not None:
             overrides["on_event"] = on_event
-        return build(config, overrides)
+        return build(cls, config, overrides)
 
     def with_options(
         self,

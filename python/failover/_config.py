@@ -52,6 +52,8 @@ from ._exceptions import ConfigurationError
 if typing.TYPE_CHECKING:
     from ._client import Client
 
+    ClientClass = type[Client]
+
 #: The provider classes a ``type`` names.
 PROVIDER_TYPES = (
     "openai",
@@ -422,12 +424,10 @@ def _retry(value: object, source: _Source) -> Any:
     return _make(RetryPolicy, table, path, source)
 
 
-def _client_options(value: object, source: _Source) -> dict[str, Any]:
-    from ._client import Client
-
+def _client_options(value: object, source: _Source, client: ClientClass) -> dict[str, Any]:
     path = ("client",)
     table = _table(value, path, source)
-    allowed = [o for o in _options(Client) if o not in _CLIENT_ELSEWHERE]
+    allowed = [o for o in _options(client) if o not in _CLIENT_ELSEWHERE]
     _unknown(table, allowed, path, source, _CLIENT_ELSEWHERE)
     state = table.get("state")
     if state is not None:
@@ -456,15 +456,14 @@ def _client_options(value: object, source: _Source) -> dict[str, Any]:
     return table
 
 
-def build(source: object, overrides: Mapping[str, Any]) -> Client:
-    """The client a config describes; ``overrides`` are ``Client`` options
-    given in Python (``sleeper=``, ``on_event=``), which win."""
-    from ._client import Client
-
+def build(client: ClientClass, source: object, overrides: Mapping[str, Any]) -> Client:
+    """The ``client`` (the class, passed in: this module does not import it)
+    a config describes; ``overrides`` are its options given in Python
+    (``sleeper=``, ``on_event=``), which win."""
     raw, where = load(source)
     tables = _expand(_table(raw, (), where), (), where)
     _unknown(tables, _TOP_KEYS, (), where)
-    options = _client_options(tables.get("client", {}), where)
+    options = _client_options(tables.get("client", {}), where, client)
     if "retry" in tables:
         options["retry"] = _retry(tables["retry"], where)
     if "quotas" in tables:
@@ -484,7 +483,7 @@ def build(source: object, overrides: Mapping[str, Any]) -> Client:
     }
     options.update(overrides)
     try:
-        return Client(providers, **options)
+        return client(providers, **options)
     except (ConfigurationError, TypeError) as error:
         raise ConfigurationError(f"{where.where(_blamed(str(error), tables))}: {error}") from None
 

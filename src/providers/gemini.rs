@@ -1,6 +1,8 @@
 //! Gemini's native API: `models/{model}:generateContent` and
 //! `:batchEmbedContents`, the key in `x-goog-api-key`; its image, speech
-//! and transcription calls (also `generateContent`) in `gemini_media.rs`.
+//! and transcription calls (also `generateContent`) in `gemini/media.rs`.
+
+mod media;
 
 use serde_json::{json, Map, Value};
 
@@ -31,7 +33,7 @@ impl WireFormat for GenerateContent {
         _model: &str,
         request: &MediaRequest,
     ) -> Option<String> {
-        super::gemini_media::unable(request)
+        media::unable(request)
     }
 
     fn build_media(
@@ -40,7 +42,7 @@ impl WireFormat for GenerateContent {
         model: &str,
         request: &MediaRequest,
     ) -> (String, MediaBody) {
-        super::gemini_media::build(model, request)
+        media::build(model, request)
     }
 
     fn parse_media(
@@ -48,7 +50,7 @@ impl WireFormat for GenerateContent {
         request: &MediaRequest,
         answer: MediaAnswer<'_>,
     ) -> Result<MediaResponse, MediaProblem> {
-        super::gemini_media::parse(request, answer)
+        media::parse(request, answer)
     }
 
     fn error_usage(&self, json: &Value) -> Option<Usage> {

@@ -8,7 +8,6 @@ mod anthropic;
 mod azure;
 mod exchange;
 mod gemini;
-mod gemini_media;
 mod json;
 mod media;
 mod ollama;

@@ -7,11 +7,13 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::gemini::{filtered, first_candidate, resource, usage_of};
-use super::json::string_at;
-use super::media::{image_type, looks_like_text};
-use super::types::{GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, Usage};
-use super::wire_format::{MediaAnswer, MediaBody, MediaProblem};
+use super::{filtered, first_candidate, resource, usage_of};
+use crate::providers::json::string_at;
+use crate::providers::media::{image_type, looks_like_text};
+use crate::providers::types::{
+    GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, Usage,
+};
+use crate::providers::wire_format::{MediaAnswer, MediaBody, MediaProblem};
 
 /// The prebuilt voices of Gemini's speech models, as Google lists them.
 const VOICES: [&str; 30] = [
