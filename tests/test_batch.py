@@ -129,7 +129,8 @@ def test_a_rerun_skips_what_is_done_and_cuts_a_half_line(
     ]
     # A crash mid-write left half a line at the end.
     out.write_text("".join(json.dumps(r) + "\n" for r in kept) + '{"id": "r1", "ok": tr')
-    assert batch(source, out, "--config", config(tmp_path, mock_server)) == 0
+    # Done, but r2 failed (before): the exit status still says so.
+    assert batch(source, out, "--config", config(tmp_path, mock_server)) == 1
     records = results(out)
     assert records[:2] == kept
     assert sorted(r["id"] for r in records[2:]) == ["r1", "r3"]
@@ -188,6 +189,7 @@ def test_max_cost_stops_starting_calls_and_limit_takes_the_first_lines(
     assert written["lines"] == {
         "total": 8,
         "done_before": 3,
+        "failed_before": 0,
         "answered": 5,
         "failed": 0,
         "left": 0,
@@ -411,7 +413,7 @@ def test_a_second_ctrl_c_cancels_the_calls_in_flight(tmp_path: Path) -> None:
     assert time.monotonic() - started < 15
     assert [r["id"] for r in results(out)] == ["r0"]
     assert b"1 answered, 0 failed, 19 left" in stdout
-    assert b"Ctrl-C twice" in stdout
+    assert b"Ctrl-C, then Ctrl-C: the calls in flight were cancelled" in stdout
 
 
 def test_max_cost_without_prices_says_it_counts_nothing(
@@ -424,3 +426,92 @@ def test_max_cost_without_prices_says_it_counts_nothing(
     assert batch(source, tmp_path / "out.jsonl", "--config", toml, "--max-cost", "1") == 0
     err = capsys.readouterr().err
     assert err.count("--max-cost counts only priced attempts") == 1
+
+
+def test_ordered_results_are_written_as_they_arrive_and_sorted_at_the_end(
+    tmp_path: Path,
+) -> None:
+    # One line's answer never comes: the others are in OUT all the same when
+    # the run is cancelled, and OUT is in input order after it.
+    with MockServer() as a:
+        a.push_text("never", delay=30.0)
+        for _ in range(4):
+            a.push_text("fast")
+        toml = config(tmp_path, a)
+        source = requests(tmp_path, 5)
+        out = tmp_path / "out.jsonl"
+        args = [str(source), str(out), "--config", str(toml), "--ordered", "--concurrency", "8"]
+        running = _run(args)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            out.exists() and out.read_bytes().count(b"\n") == 4
+        ):
+            time.sleep(0.02)
+        running.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        running.send_signal(signal.SIGINT)
+        running.communicate(timeout=20)
+    assert running.returncode == 130
+    ids = [r["id"] for r in results(out)]
+    assert len(ids) == 4  # every answer that came, whichever line waited for ever
+    assert ids == sorted(ids, key=lambda i: int(i[1:]))
+
+
+def test_sigterm_stops_gracefully_like_ctrl_c(tmp_path: Path) -> None:
+    with MockServer() as a:
+        a.push_text("first")
+        a.push_text("in flight", delay=0.5)
+        for _ in range(5):
+            a.push_text("never asked", delay=30.0)
+        toml = config(tmp_path, a)
+        source = requests(tmp_path, 7)
+        out = tmp_path / "out.jsonl"
+        running = _run([str(source), str(out), "--config", str(toml), "--concurrency", "1"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (out.exists() and out.read_bytes()):
+            time.sleep(0.02)
+        running.send_signal(signal.SIGTERM)
+        stdout, stderr = running.communicate(timeout=20)
+    assert running.returncode == 143, stderr.decode()
+    assert b"SIGTERM: no new calls" in stderr
+    # The call in flight finished and was written; none was started after.
+    assert [r["text"] for r in results(out)] == ["first", "in flight"]
+    assert b"2 answered, 0 failed, 5 left" in stdout
+
+
+def test_every_error_record_has_the_same_keys(tmp_path: Path, mock_server: MockServer) -> None:
+    mock_server.push_text("late", delay=2.0)
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id": "both", "prompt": "x", "messages": [{"role": "user", "content": "y"}]}\n'
+        '{"id": "late", "prompt": "x", "deadline": 0.3}\n'
+    )
+    out = tmp_path / "out.jsonl"
+    toml = config(tmp_path, mock_server)
+    assert batch(source, out, "--config", toml, "--concurrency", "1") == 1
+    both, late = results(out)
+    for record in (both, late):
+        assert set(record["error"]) == {"class", "kind", "status", "provider", "message"}
+        assert set(record) == {"id", "ok", "error", "cost", "attempts"}
+    assert both["error"]["message"] == 'line 1: a line has "prompt" or "messages", not both'
+    assert late["error"]["class"] == "DeadlineExceeded"
+    assert late["error"]["provider"] == "a"
+    assert late["attempts"]["waited"] == 0.0
+
+
+def test_an_embed_line_takes_its_idempotency_key(tmp_path: Path, mock_server: MockServer) -> None:
+    mock_server.push_embeddings([[1.0]])
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"id": 1, "embed": "x", "idempotency_key": "job-7-line-1"}\n')
+    out = tmp_path / "out.jsonl"
+    assert batch(source, out, "--config", config(tmp_path, mock_server)) == 0
+    assert mock_server.requests[0].headers["idempotency-key"] == "job-7-line-1"
+
+
+def test_out_in_a_missing_folder_is_refused(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = requests(tmp_path, 1)
+    out = tmp_path / "no" / "such" / "out.jsonl"
+    assert batch(source, out, "--config", config(tmp_path, mock_server)) == 2
+    assert "OUT's folder" in capsys.readouterr().err

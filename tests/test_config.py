@@ -548,7 +548,10 @@ def test_a_preset_takes_only_its_own_options(tmp_path: Path) -> None:
     )
     message = config_refusal(path)
     line = line_of(path, "max_interval")
-    assert f"failover.toml, line {line}, retry.max_interval: unknown key 'max_interval'" in message
+    assert (
+        f"failover.toml, line {line}, retry.max_interval: the openai preset is used as it is "
+        "(it has no options); for max_interval, describe the policy without preset"
+    ) in message
 
 
 # ${VAR}
@@ -1106,8 +1109,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         api_key = "k-123"
         """,
-        "[client]",
-        "client",
+        "deadline",
+        "client.deadline",
         lambda: failover.Client({"a": _member()}, deadline=-1),
     ),
     (
@@ -1120,8 +1123,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         api_key = "k-123"
         """,
-        "[client]",
-        "client",
+        "timeout",
+        "client.timeout",
         lambda: failover.Client({"a": _member()}, timeout=0),
     ),
     (
@@ -1134,8 +1137,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         api_key = "k-123"
         """,
-        "[client]",
-        "client",
+        "http2",
+        "client.http2",
         lambda: failover.Client({"a": _member()}, http2="yes"),  # type: ignore[arg-type]
     ),
     (
@@ -1147,8 +1150,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "[retry]",
-        "retry",
+        "max_retries",
+        "retry.max_retries",
         lambda: failover.RetryPolicy(max_retries=-1),
     ),
     (
@@ -1160,8 +1163,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "[retry]",
-        "retry",
+        "stop_on",
+        "retry.stop_on",
         lambda: failover.RetryPolicy(stop_on=["rate_limit"]),
     ),
     (
@@ -1173,8 +1176,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "backoff",
-        "retry.backoff",
+        "multiplier",
+        "retry.backoff.multiplier",
         lambda: failover.Backoff(multiplier=0.5),
     ),
     (
@@ -1186,8 +1189,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "budget",
-        "retry.budget",
+        "window",
+        "retry.budget.window",
         lambda: failover.RetryBudget(window=0),
     ),
     (
@@ -1200,8 +1203,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "[retry]",
-        "retry",
+        "max_interval",
+        "retry.max_interval",
         lambda: failover.RetryPolicy.ruby_llm(max_interval=-5),
     ),
     (
@@ -1213,8 +1216,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = "m"
         """,
-        "[quotas.org]",
-        "quotas.org",
+        "rpm",
+        "quotas.org.rpm",
         lambda: Limit(rpm=0),
     ),
     (
@@ -1224,8 +1227,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         limit = { concurrency = 0 }
         """,
-        "limit",
-        "providers.a.limit",
+        "concurrency",
+        "providers.a.limit.concurrency",
         lambda: Limit(concurrency=0),
     ),
     (
@@ -1247,8 +1250,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         limit = { rpm = 1.5 }
         """,
-        "limit",
-        "providers.a.limit",
+        "rpm",
+        "providers.a.limit.rpm",
         lambda: Limit(rpm=1.5),  # type: ignore[arg-type]
     ),
     (
@@ -1258,8 +1261,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         price = { input = -1, output = 1 }
         """,
-        "price",
-        "providers.a.price",
+        "input",
+        "providers.a.price.input",
         lambda: Price(input=-1, output=1),
     ),
     (
@@ -1280,8 +1283,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         base_url = "not a url"
         """,
-        "[providers.a]",
-        "providers.a",
+        "base_url",
+        "providers.a.base_url",
         lambda: failover.OpenAICompatible(model="m", base_url="not a url"),
     ),
     (
@@ -1291,8 +1294,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         base_url = "ftp://host/v1"
         """,
-        "[providers.a]",
-        "providers.a",
+        "base_url",
+        "providers.a.base_url",
         lambda: failover.OpenAICompatible(model="m", base_url="ftp://host/v1"),
     ),
     (
@@ -1301,8 +1304,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "openai"
         model = " "
         """,
-        "[providers.a]",
-        "providers.a",
+        "model",
+        "providers.a.model",
         lambda: failover.OpenAI(model=" "),
     ),
     (
@@ -1311,8 +1314,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "gemini"
         model = "a/b/c"
         """,
-        "[providers.a]",
-        "providers.a",
+        "model",
+        "providers.a.model",
         lambda: failover.Gemini(model="a/b/c"),
     ),
     (
@@ -1322,8 +1325,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         overloaded_statuses = [429]
         """,
-        "[providers.a]",
-        "providers.a",
+        "overloaded_statuses",
+        "providers.a.overloaded_statuses",
         lambda: failover.OpenAI(model="m", overloaded_statuses=[429]),
     ),
     (
@@ -1333,8 +1336,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         headers = { "bad name" = "x" }
         """,
-        "[providers.a]",
-        "providers.a",
+        "headers",
+        "providers.a.headers",
         lambda: failover.OpenAI(model="m", headers={"bad name": "x"}),
     ),
     (
@@ -1344,8 +1347,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         allow_insecure = "no"
         """,
-        "[providers.a]",
-        "providers.a",
+        "allow_insecure",
+        "providers.a.allow_insecure",
         lambda: failover.OpenAI(model="m", allow_insecure="no"),  # type: ignore[arg-type]
     ),
     (
@@ -1355,8 +1358,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         deployment = "gpt"
         endpoint = "https://x.openai.azure.com/openai"
         """,
-        "[providers.a]",
-        "providers.a",
+        "endpoint",
+        "providers.a.endpoint",
         lambda: failover.Azure("gpt", endpoint="https://x.openai.azure.com/openai"),
     ),
     (
@@ -1386,8 +1389,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         model = "m"
         embedding_model = "e"
         """,
-        "[providers.a]",
-        "providers.a",
+        "embedding_model",
+        "providers.a.embedding_model",
         lambda: failover.Anthropic(model="m", embedding_model="e"),
     ),
     (
@@ -1407,8 +1410,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         strategy = "fastest"
         members = [ { type = "openai", model = "m", api_key = "k-123" } ]
         """,
-        "[providers.gpt]",
-        "providers.gpt",
+        "strategy",
+        "providers.gpt.strategy",
         lambda: failover.Pool("gpt", [_member()], strategy="fastest"),
     ),
     (
@@ -1417,8 +1420,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "pool"
         members = "openai"
         """,
-        "[providers.gpt]",
-        "providers.gpt",
+        "members",
+        "providers.gpt.members",
         lambda: failover.Pool("gpt", "openai"),  # type: ignore[arg-type]
     ),
     (
@@ -1428,8 +1431,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         limit = { tpm = 0 }
         members = [ { type = "openai", model = "m", api_key = "k-123" } ]
         """,
-        "limit",
-        "providers.gpt.limit",
+        "tpm",
+        "providers.gpt.limit.tpm",
         lambda: Limit(tpm=0),
     ),
     (
@@ -1438,8 +1441,8 @@ BAD_VALUES: list[tuple[str, str, str, Callable[[], object]]] = [
         type = "pool"
         members = [ { type = "openai", model = "m", limit = { concurrency = -2 } } ]
         """,
-        "members",
-        "providers.gpt.members.0.limit",
+        "concurrency",
+        "providers.gpt.members.0.limit.concurrency",
         lambda: Limit(concurrency=-2),
     ),
 ]
@@ -1462,7 +1465,7 @@ def test_a_bad_value_gets_the_python_apis_message_prefixed_with_where_it_is(
 def test_a_bad_value_in_a_dict_is_prefixed_with_its_key_path() -> None:
     expected = refusal(lambda: Limit(concurrency=0))
     config = {"providers": {"a": {"type": "openai", "model": "m", "limit": {"concurrency": 0}}}}
-    assert config_refusal(config) == f"providers.a.limit: {expected}"
+    assert config_refusal(config) == f"providers.a.limit.concurrency: {expected}"
 
 
 @pytest.mark.parametrize(
@@ -1885,3 +1888,33 @@ def test_azure_api_version_false_asks_for_the_v1_api() -> None:
         assert isinstance(built, failover.Azure)
         assert built.api_version is None
         assert built.base_url == "https://x.openai.azure.com/openai/v1"
+
+
+def test_a_variable_without_its_closing_brace_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        [providers.a]
+        type = "openai"
+        model = "m"
+        api_key = "${KEY_A"
+        """,
+    )
+    message = config_refusal(path)
+    assert f"line {line_of(path, 'api_key')}, providers.a.api_key: a ${{ without its" in message
+
+
+def test_a_key_pasted_into_another_value_is_not_echoed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        [providers.a]
+        type = "openai_compatible"
+        model = "m"
+        api_key = "{SECRET}"
+        base_url = "htp://gw/{SECRET}"
+        """,
+    )
+    message = config_refusal(path)
+    assert SECRET not in message
+    assert "providers.a.base_url" in message

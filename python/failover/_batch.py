@@ -20,14 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from ._exceptions import ConfigurationError, FailoverError, ProviderError
+from ._exceptions import ConfigurationError, FailoverError
 
 if TYPE_CHECKING:
     from ._attempt import Attempt
     from ._client import Client
 
 #: Exit codes.
-DONE, FAILED_LINES, USAGE, STOPPED, INTERRUPTED = 0, 1, 2, 3, 130
+DONE, FAILED_LINES, USAGE, STOPPED, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 130, 143
 #: A line's own keys; every other key is an option of the call.
 _REQUEST_KEYS = ("id", "prompt", "messages", "embed")
 #: ``prompt()`` options a JSON line may give (``retry=`` is a Python object).
@@ -48,7 +48,15 @@ _CHAT_OPTIONS = (
     "deadline",
     "idempotency_key",
 )
-_EMBED_OPTIONS = ("provider", "model", "dimensions", "headers", "timeout", "deadline")
+_EMBED_OPTIONS = (
+    "provider",
+    "model",
+    "dimensions",
+    "headers",
+    "timeout",
+    "deadline",
+    "idempotency_key",
+)
 
 
 @dataclass
@@ -92,6 +100,8 @@ class Tally:
     cost: float = 0.0
     started: float = field(default_factory=time.monotonic)
     stopping: str | None = None
+    #: The signal that stopped the run ("Ctrl-C" or "SIGTERM"), if one did.
+    signal: str | None = None
     cancelled: bool = False
     unpriced_said: bool = False
 
@@ -199,21 +209,35 @@ def _attempts(attempts: list[Attempt]) -> dict[str, Any]:
         "count": len(sent),
         "retries": sum(1 for i in range(1, len(providers)) if providers[i] == providers[i - 1]),
         "failovers": sum(1 for i in range(1, len(providers)) if providers[i] != providers[i - 1]),
-        "waited": round(sum(a.waited for a in sent), 3),
+        "waited": round(float(sum(a.waited for a in sent)), 3),
         "path": [f"{a.provider}:{a.status if a.status is not None else a.kind}" for a in sent],
-        "skipped": [a.skipped for a in attempts if a.skipped is not None],
+        "skipped": [f"{a.provider}: {a.skipped}" for a in attempts if a.skipped is not None],
     }
 
 
 def _error_record(line: Line, error: BaseException) -> dict[str, Any]:
-    detail: dict[str, Any] = {"class": type(error).__name__, "message": str(error)}
-    if isinstance(error, ProviderError):
-        detail.update(kind=error.kind, status=error.status, provider=error.provider)
-    record: dict[str, Any] = {"id": line.id, "ok": False, "error": detail}
-    if isinstance(error, FailoverError):
-        record["cost"] = error.total_cost
-        record["attempts"] = _attempts(list(error.attempts))
-    return record
+    """A failed line's result: always the same keys (``None`` where the
+    error has no such thing)."""
+    message = str(error)
+    if isinstance(error, ConfigurationError) and not message.startswith("line "):
+        message = f"line {line.number}: {message}"
+    attempts = list(getattr(error, "attempts", ()) or ())
+    sent = [a for a in attempts if a.skipped is None]
+    detail: dict[str, Any] = {
+        "class": type(error).__name__,
+        "kind": getattr(error, "kind", None),
+        "status": getattr(error, "status", None),
+        # The provider it names, else the last one the call tried.
+        "provider": getattr(error, "provider", None) or (sent[-1].provider if sent else None),
+        "message": message,
+    }
+    return {
+        "id": line.id,
+        "ok": False,
+        "error": detail,
+        "cost": error.total_cost if isinstance(error, FailoverError) else None,
+        "attempts": _attempts(attempts),
+    }
 
 
 def _options_of(
@@ -258,6 +282,8 @@ async def _call(client: Client, line: Line, options: Options) -> dict[str, Any]:
                 "cost": embedded.total_cost,
                 "attempts": _attempts(list(embedded.attempts)),
             }
+        if "messages" in request and "prompt" in request:
+            raise ConfigurationError('a line has "prompt" or "messages", not both')
         conversation = request.get("messages", request.get("prompt"))
         if conversation is None:
             raise ConfigurationError('a line needs "prompt", "messages" or "embed"')
@@ -291,28 +317,35 @@ async def _call(client: Client, line: Line, options: Options) -> dict[str, Any]:
 
 
 class Writer:
-    """Appends each record as one line with one write, at once (or, with
-    ``ordered``, as soon as every line before it is written)."""
+    """Appends each record as one line with one write, at once: whatever
+    ends the run, a result that arrived is in the file."""
 
-    def __init__(self, path: str, order: list[int] | None) -> None:
+    def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        # With an order: the position of each line in it, and what waits.
-        self._position = None if order is None else {index: i for i, index in enumerate(order)}
-        self._waiting: dict[int, bytes] = {}
-        self._next = 0
 
-    def write(self, index: int, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
-        if self._position is None:
-            os.write(self._fd, data)
-            return
-        self._waiting[self._position[index]] = data
-        while self._next in self._waiting:
-            os.write(self._fd, self._waiting.pop(self._next))
-            self._next += 1
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+        os.write(self._fd, line.encode())
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def put_in_order(path: str, lines: list[Line]) -> None:
+    """Rewrites OUT with its results in the input's order (those of ids
+    the input lacks after them), replacing it at once: ``--ordered``, done
+    when a run ends, so no result ever waits in memory for its turn."""
+    with open(path, "rb") as file:
+        records = [raw for raw in file.read().splitlines(keepends=True) if raw.endswith(b"\n")]
+    by_id = {_key(json.loads(raw)["id"]): raw for raw in records}
+    ordered = [by_id.pop(_key(line.id)) for line in lines if _key(line.id) in by_id]
+    ordered += by_id.values()
+    temporary = f"{path}.tmp"
+    with open(temporary, "wb") as file:
+        file.writelines(ordered)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
 
 
 class Display:
@@ -424,7 +457,7 @@ class Display:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.Event().wait()
 
-    def summary(self, before: int, left: int) -> dict[str, Any]:
+    def summary(self, before: int, failed_before: int, left: int) -> dict[str, Any]:
         stats = self.client.stats()
         providers = {}
         for name, figures in stats.providers.items():
@@ -433,6 +466,7 @@ class Display:
             "lines": {
                 "total": self.tally.total + before,
                 "done_before": before,
+                "failed_before": failed_before,
                 "answered": self.tally.answered,
                 "failed": self.tally.failed,
                 "left": left,
@@ -478,7 +512,9 @@ class Display:
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         print(
             f"\n{lines['answered']} answered, {lines['failed']} failed, {lines['left']} left "
-            f"({lines['done_before']} done before this run) in {summary['seconds']:.1f}s"
+            f"({lines['done_before']} done before this run"
+            + (f", {lines['failed_before']} of them failed" if lines["failed_before"] else "")
+            + f") in {summary['seconds']:.1f}s"
             + (f"; stopped: {summary['stopped']}" if summary["stopped"] else ""),
             file=self.out,
         )
@@ -549,30 +585,32 @@ async def _work(
                         file=sys.stderr,
                         flush=True,
                     )
-            writer.write(line.index, record)
+            writer.write(record)
 
     loop = asyncio.get_running_loop()
     workers = [asyncio.ensure_future(worker()) for _ in range(min(options.concurrency, len(lines)))]
 
-    def interrupted() -> None:
-        if tally.stopping is None or not tally.stopping.startswith("Ctrl-C"):
-            tally.stopping = "Ctrl-C: no new calls; Ctrl-C again cancels those in flight"
+    def interrupted(name: str) -> None:
+        if tally.signal is None:
+            tally.signal = name
+            tally.stopping = f"{name}: no new calls; {name} again cancels those in flight"
             print(f"\n{tally.stopping}", file=sys.stderr, flush=True)
             return
         tally.cancelled = True
-        tally.stopping = "Ctrl-C twice: the calls in flight were cancelled"
+        tally.stopping = f"{tally.signal}, then {name}: the calls in flight were cancelled"
         for task in workers:
             task.cancel()
 
-    handled = False
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-        handled = True
+    handled = []
+    for number, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(number, interrupted, name)
+            handled.append(number)
     try:
         await asyncio.gather(*workers, return_exceptions=True)
     finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGINT)
+        for number in handled:
+            loop.remove_signal_handler(number)
 
 
 def run(options: Options, out: IO[str] | None = None) -> int:
@@ -591,6 +629,9 @@ def run(options: Options, out: IO[str] | None = None) -> int:
             raise ConfigurationError(f"--deadline is seconds above 0, got {options.deadline}")
         if os.path.abspath(options.input) == os.path.abspath(options.output):
             raise ConfigurationError("IN and OUT are the same file")
+        folder = os.path.dirname(os.path.abspath(options.output))
+        if not os.path.isdir(folder):
+            raise ConfigurationError(f"OUT's folder {folder!r} does not exist")
         config = options.config
         if config is None:
             if not os.path.exists("failover.toml"):
@@ -606,8 +647,14 @@ def run(options: Options, out: IO[str] | None = None) -> int:
         return USAGE
     todo = [line for line in lines if _key(line.id) not in done]
     before = len(lines) - len(todo)
+    failed_before = sum(1 for line in lines if done.get(_key(line.id)) is False)
     tally = Tally(total=len(todo))
-    writer = Writer(options.output, [line.index for line in todo] if options.ordered else None)
+    try:
+        writer = Writer(options.output)
+    except OSError as error:
+        client.close()
+        print(f"failover batch: OUT cannot be written: {error}", file=sys.stderr)
+        return USAGE
     display = Display(client, tally, options, out)
 
     async def main() -> None:
@@ -624,17 +671,21 @@ def run(options: Options, out: IO[str] | None = None) -> int:
     finally:
         writer.close()
         client.close()
+        if options.ordered:
+            put_in_order(options.output, lines)
     if display.mode == "plain":
         print(display.plain_line(), file=out, flush=True)
     left = tally.total - tally.done
-    summary = display.summary(before, left)
+    summary = display.summary(before, failed_before, left)
     display.print_summary(summary)
     if options.summary is not None:
         with open(options.summary, "w") as file:
             json.dump(summary, file, indent=2)
             file.write("\n")
-    if tally.stopping and tally.stopping.startswith("Ctrl-C"):
+    if tally.signal == "SIGTERM":
+        return TERMINATED
+    if tally.signal is not None:
         return INTERRUPTED
     if left:
         return STOPPED
-    return FAILED_LINES if tally.failed else DONE
+    return FAILED_LINES if tally.failed or failed_before else DONE

@@ -77,7 +77,7 @@ _CLIENT_ELSEWHERE = {
     "sleeper": "Client.from_config(..., sleeper=)",
     "on_event": "Client.from_config(..., on_event=)",
 }
-_ENV = re.compile(r"\$\$|\$\{([^}]*)\}")
+_ENV = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
 
 
 class _Frame:
@@ -236,6 +236,10 @@ def _expand(value: Any, path: tuple[str, ...], source: _Source) -> Any:
             if match.group(0) == "$$":
                 return "$"
             name = match.group(1)
+            if name is None:
+                raise ConfigurationError(
+                    f"{source.where(path)}: a ${{ without its closing }} (write $$ for a plain $)"
+                )
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ConfigurationError(
                     f"{source.where(path)}: ${{{name}}} is not a variable name"
@@ -299,13 +303,19 @@ def _options(cls: Callable[..., Any]) -> list[str]:
 def _make(
     cls: Callable[..., Any], options: dict[str, Any], path: tuple[str, ...], source: _Source
 ) -> Any:
-    """``cls(**options)``, its refusal said with where the table is."""
+    """``cls(**options)``, its refusal said with where the value it names
+    is (else where the table is), without the table's key in it."""
     try:
         return cls(**options)
-    except ConfigurationError as error:
-        raise ConfigurationError(f"{source.where(path)}: {error}") from None
-    except TypeError as error:
-        raise ConfigurationError(f"{source.where(path)}: {error}") from None
+    except (ConfigurationError, TypeError) as error:
+        message = str(error)
+        key = options.get("api_key")
+        if isinstance(key, str) and len(key) >= 8:
+            # A key pasted where another value goes (a URL) is echoed there.
+            message = message.replace(key, "<redacted>")
+        named = [k for k in options if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", message)]
+        where = (*path, named[0]) if len(named) == 1 else path
+        raise ConfigurationError(f"{source.where(where)}: {message}") from None
 
 
 def _limit(value: object, path: tuple[str, ...], source: _Source) -> Any:
@@ -405,7 +415,14 @@ def _retry(value: object, source: _Source) -> Any:
                 f"{source.where((*path, 'preset'))}: preset is one of "
                 f"{', '.join(presets)}, not {preset!r}"
             )
-        _unknown(table, ["preset", *_options(presets[preset])], path, source)
+        takes = _options(presets[preset])
+        for key in table:
+            if key not in takes:
+                own = f"its options: {', '.join(takes)}" if takes else "it has no options"
+                raise ConfigurationError(
+                    f"{source.where((*path, key))}: the {preset} preset is used as it is "
+                    f"({own}); for {key}, describe the policy without preset"
+                )
         return _make(presets[preset], table, path, source)
     _unknown(table, ["preset", *_options(RetryPolicy)], path, source)
     if "backoff" in table:
@@ -485,12 +502,13 @@ def build(client: ClientClass, source: object, overrides: Mapping[str, Any]) -> 
     try:
         return client(providers, **options)
     except (ConfigurationError, TypeError) as error:
-        raise ConfigurationError(f"{where.where(_blamed(str(error), tables))}: {error}") from None
+        blamed = _blamed(str(error), tables, options)
+        raise ConfigurationError(f"{where.where(blamed)}: {error}") from None
 
 
-def _blamed(message: str, tables: Mapping[str, Any]) -> tuple[str, ...]:
+def _blamed(message: str, tables: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
     """Where a refusal of the whole client points: the provider (or pool
-    member) it names, else the [client] table."""
+    member) it names, else the [client] option it names, else [client]."""
     named = re.search(r"provider (?:name )?'([^']+)'", message)
     if named is not None:
         name = named.group(1)
@@ -503,4 +521,6 @@ def _blamed(message: str, tables: Mapping[str, Any]) -> tuple[str, ...]:
                 return ("providers", pool, "members", name)
             if isinstance(members, list) and name.startswith(f"{pool}/"):
                 return ("providers", pool, "members", name.partition("/")[2])
-    return ("client",)
+    client = tables.get("client") or {}
+    named = [k for k in options if k in client and re.search(rf"\b{re.escape(k)}\b", message)]
+    return ("client", named[0]) if len(named) == 1 else ("client",)
