@@ -522,5 +522,5 @@ def _blamed(message: str, tables: Mapping[str, Any], options: Mapping[str, Any])
             if isinstance(members, list) and name.startswith(f"{pool}/"):
                 return ("providers", pool, "members", name.partition("/")[2])
     client = tables.get("client") or {}
-    named = [k for k in options if k in client and re.search(rf"\b{re.escape(k)}\b", message)]
-    return ("client", named[0]) if len(named) == 1 else ("client",)
+    keys = [k for k in options if k in client and re.search(rf"\b{re.escape(k)}\b", message)]
+    return ("client", keys[0]) if len(keys) == 1 else ("client",)
