@@ -77,6 +77,7 @@ bench: release
 	cargo build --release -p failover-bench-floor
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) bench/batch.py
 
 # Load and soak against a local fault server (bench/soak.py): 10 minutes of soak after the
 # bursts by default; `make soak SOAK_MINUTES=1` for a quick run.
