@@ -123,7 +123,13 @@ prompt = typing.get_type_hints(failover.Client.prompt)
 assert prompt["prompt"] == str | abc.Sequence[abc.Mapping[str, object]], prompt["prompt"]
 assert prompt["return"] is failover.Response
 hook = typing.get_type_hints(failover.Client.__init__)["on_event"]
-event = failover.RetryScheduled | failover.FailedOver | failover.CallFailed
+event = (
+    failover.RetryScheduled
+    | failover.FailedOver
+    | failover.CallFailed
+    | failover.HedgeStarted
+    | failover.HedgeWon
+)
 assert hook == abc.Callable[[event], object] | None, hook
 print(resolved)
 """

@@ -9,7 +9,7 @@ async calls run the same engine future.
 from ._attempt import Attempt
 from ._client import Client
 from ._cost import Price
-from ._events import CallFailed, FailedOver, RetryScheduled
+from ._events import CallFailed, FailedOver, HedgeStarted, HedgeWon, RetryScheduled
 from ._exceptions import (
     AuthenticationError,
     BadRequest,
@@ -29,6 +29,7 @@ from ._exceptions import (
 )
 from ._fleet import RedisState
 from ._health import Headroom, ProviderHealth
+from ._hedge import Hedge
 from ._hints import retry_after
 from ._limits import Limit
 from ._models import (
@@ -87,6 +88,9 @@ __all__ = [
     "Gemini",
     "Groq",
     "Headroom",
+    "Hedge",
+    "HedgeStarted",
+    "HedgeWon",
     "Image",
     "ImageResponse",
     "InsufficientCredits",

@@ -27,7 +27,10 @@ class Attempt(Record):
     generated; ``False``: it refused before generating, or was skipped;
     ``None``: it cannot be known, as after a timeout); ``cost`` its price in
     USD (``None`` without a price or usage); ``started`` when it was sent, in
-    Unix seconds.
+    Unix seconds. ``hedged`` is ``True`` on an attempt cancelled because the
+    other request of a hedge (``Client(hedge=)``) delivered first: it has no
+    status and no kind, and ``billed`` is ``None``: the provider may have
+    generated, and may charge, before its connection closed.
     """
 
     __slots__ = (
@@ -42,6 +45,7 @@ class Attempt(Record):
         "billed",
         "cost",
         "started",
+        "hedged",
     )
     provider: str
     status: int | None
@@ -54,6 +58,7 @@ class Attempt(Record):
     billed: bool | None
     cost: float | None
     started: float
+    hedged: bool
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class Attempt(Record):
         billed: bool | None = None,
         cost: float | None = None,
         started: float = 0.0,
+        hedged: bool = False,
     ) -> None:
         # Built for every attempt of every call: see Usage.
         _set(self, "provider", provider)
@@ -81,6 +87,7 @@ class Attempt(Record):
         _set(self, "billed", billed)
         _set(self, "cost", cost)
         _set(self, "started", started)
+        _set(self, "hedged", hedged)
 
     def _with_cost(self, cost: float | None) -> Attempt:
         return Attempt(
@@ -95,6 +102,7 @@ class Attempt(Record):
             self.billed,
             cost,
             self.started,
+            self.hedged,
         )
 
 
@@ -113,6 +121,7 @@ def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
             a.billed,
             None,
             a.started,
+            a.hedged,
         )
         for a in raw
     )
@@ -123,11 +132,18 @@ def steps(
 ) -> typing.Iterator[tuple[Attempt, Attempt | None, bool]]:
     """Each HTTP attempt (skips left out) with the one before it and whether
     it is a retry (its provider was tried before in the call); an attempt
-    that is no retry and has one before it is a failover from that one."""
+    that is no retry and has one before it is a failover from that one. A
+    hedge's cancelled loser is neither, and no attempt follows it."""
     tried: set[str] = set()
     previous: Attempt | None = None
     for attempt in attempts:
         if attempt.skipped is not None:
+            continue
+        if attempt.hedged:
+            # The loser of a hedge's race ran beside the others: no retry,
+            # and nothing fails over from it.
+            tried.add(attempt.provider)
+            yield attempt, None, False
             continue
         retry = attempt.provider in tried
         tried.add(attempt.provider)

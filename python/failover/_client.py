@@ -11,6 +11,7 @@ from ._events import EventHook, _emitter
 from ._exceptions import ConfigurationError, FailoverError
 from ._fleet import RedisState
 from ._health import ProviderHealth, _health
+from ._hedge import Hedge
 from ._limits import ClientLimits, Limit, check_quotas
 from ._models import Embeddings, ImageResponse, Response, SpeechResponse, Tool, Transcription
 from ._policy import RetryPolicy
@@ -149,6 +150,7 @@ class Client:
         prices: Mapping[str, Price] | str | None = None,
         telemetry: OpenTelemetry | None = None,
         quotas: Mapping[str, Limit] | None = None,
+        hedge: Hedge | None = None,
     ) -> None:
         if not isinstance(providers, Mapping):
             raise ConfigurationError(
@@ -221,6 +223,10 @@ class Client:
         )
         self._tap = None if self._telemetry is None else self._telemetry.tap
         self._retry = retry
+        if hedge is not None and not isinstance(hedge, Hedge):
+            raise ConfigurationError(f"hedge must be a failover.Hedge(...) or None, got {hedge!r}")
+        #: Hedged requests for chat calls and streams (None: none).
+        self._hedge = hedge
         self._timeout = seconds("timeout", timeout, positive=True)
         self._connect_timeout = seconds("connect_timeout", connect_timeout, positive=True)
         self._deadline = None if deadline is None else seconds("deadline", deadline, positive=True)
@@ -548,6 +554,7 @@ class Client:
         seed: int | None,
         headers: Mapping[str, str] | None,
         idempotency_key: str | None,
+        hedge: Hedge | bool | None,
         is_async: bool,
     ) -> CallArgs:
         """The one place the four chat methods (``prompt``, ``stream`` and
@@ -582,6 +589,16 @@ class Client:
         args.tool_choice = tool_choice
         _options.request_options(args, response_format, stop, top_p, seed, headers)
         self._check_credential_headers(args.headers, chain)
+        if hedge is True:
+            hedge = self._hedge
+        elif hedge is False:
+            hedge = None
+        elif hedge is not None and not isinstance(hedge, Hedge):
+            raise ConfigurationError(
+                f"hedge= takes a failover.Hedge(...), True (the client's, the default) or "
+                f"False/None (no hedging), got {hedge!r}"
+            )
+        args.hedge = None if hedge is None else hedge._native_hedge
         return args
 
     def _check_credential_headers(
@@ -612,6 +629,7 @@ class Client:
         seed: int | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        hedge: Hedge | bool | None = True,
     ) -> Response:
         """Sends a prompt (a string or a list of message dicts) and returns the answer.
 
@@ -637,6 +655,7 @@ class Client:
             seed=seed,
             headers=headers,
             idempotency_key=idempotency_key,
+            hedge=hedge,
             is_async=False,
         )
         observed = self._observe("chat", args, True)
@@ -667,6 +686,7 @@ class Client:
         seed: int | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        hedge: Hedge | bool | None = True,
     ) -> Response:
         """``prompt()`` for asyncio: the same engine; cancelling the task
         cancels the request."""
@@ -688,6 +708,7 @@ class Client:
             seed=seed,
             headers=headers,
             idempotency_key=idempotency_key,
+            hedge=hedge,
             is_async=True,
         )
         _quiesce_at_exit()
@@ -719,6 +740,7 @@ class Client:
         seed: int | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        hedge: Hedge | bool | None = True,
         on_interrupt: str = "raise",
     ) -> Stream:
         """Streams the answer: iterate the ``Stream`` for ``Chunk``s, then read
@@ -750,6 +772,7 @@ class Client:
             seed=seed,
             headers=headers,
             idempotency_key=idempotency_key,
+            hedge=hedge,
             is_async=False,
         )
         observed = self._observe("chat", args, False)
@@ -780,6 +803,7 @@ class Client:
         seed: int | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        hedge: Hedge | bool | None = True,
         on_interrupt: str = "raise",
     ) -> AsyncStream:
         """``stream()`` for asyncio: ``async for chunk in client.stream_async(...)``.
@@ -803,6 +827,7 @@ class Client:
             seed=seed,
             headers=headers,
             idempotency_key=idempotency_key,
+            hedge=hedge,
             is_async=True,
         )
         restart = _options.restart(on_interrupt)

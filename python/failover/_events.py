@@ -81,6 +81,39 @@ class FailedOver(Record):
         )
 
 
+class HedgeStarted(Record):
+    """Sent when ``provider`` has not delivered after ``after`` seconds and
+    the same request goes to ``to_provider`` too (``Client(hedge=)``)."""
+
+    __slots__ = ("call_id", "provider", "to_provider", "after", "reason")
+    call_id: str
+    provider: str
+    to_provider: str
+    after: float
+    reason: str
+
+    def __init__(
+        self, call_id: str, provider: str, to_provider: str, after: float, reason: str = ""
+    ) -> None:
+        self._init(
+            call_id=call_id, provider=provider, to_provider=to_provider, after=after, reason=reason
+        )
+
+
+class HedgeWon(Record):
+    """Sent when one request of a hedge delivered first: ``loser``'s was
+    cancelled (its connection closed)."""
+
+    __slots__ = ("call_id", "winner", "loser", "reason")
+    call_id: str
+    winner: str
+    loser: str
+    reason: str
+
+    def __init__(self, call_id: str, winner: str, loser: str, reason: str = "") -> None:
+        self._init(call_id=call_id, winner=winner, loser=loser, reason=reason)
+
+
 class CallFailed(Record):
     """Sent once when a call ends in an error; ``error`` is what is raised,
     ``reason`` why the engine raised it."""
@@ -102,7 +135,7 @@ class CallFailed(Record):
 
 
 #: What ``on_event`` receives.
-Event = RetryScheduled | FailedOver | CallFailed
+Event = RetryScheduled | FailedOver | CallFailed | HedgeStarted | HedgeWon
 #: ``Client(on_event=...)``: called with each event.
 EventHook = Callable[[Event], object]
 
@@ -202,6 +235,31 @@ def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, 
     return event, extra
 
 
+def _hedge_started(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
+    reason = f"no answer from {fields['provider']} after {fields['after']:.3f}s"
+    event = HedgeStarted(reason=reason, **fields)
+    extra = _extra(event.call_id, event.provider, wait=event.after)
+    logger.info(
+        "hedging %s with %s: %s [call %s]",
+        event.provider,
+        event.to_provider,
+        reason,
+        event.call_id,
+        extra=extra,
+    )
+    return event, extra
+
+
+def _hedge_won(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
+    reason = f"{fields['winner']} delivered first; {fields['loser']}'s request is cancelled"
+    event = HedgeWon(reason=reason, **fields)
+    extra = _extra(event.call_id, event.winner)
+    logger.info(
+        "hedge won by %s over %s [call %s]", event.winner, event.loser, event.call_id, extra=extra
+    )
+    return event, extra
+
+
 def _skipped(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
     # Logged only: a skip is no event.
     extra = _extra(fields["call_id"], fields["provider"])
@@ -236,6 +294,8 @@ _READERS: dict[str, _Reader] = {
     "FailedOver": _failed_over,
     "CallFailed": _call_failed,
     "Skipped": _skipped,
+    "HedgeStarted": _hedge_started,
+    "HedgeWon": _hedge_won,
     "Notice": _notice,
     "Debug": _debug,
 }

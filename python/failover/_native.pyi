@@ -19,6 +19,7 @@ __all__ = [
     "HealthData",
     "MediaData",
     "NativeClient",
+    "NativeHedge",
     "NativeMockServer",
     "NativePolicy",
     "NativeRedisState",
@@ -59,6 +60,10 @@ def check_header(name: str, value: str) -> str | None: ...
 def quiesce() -> None: ...
 def url_has_credentials(url: str) -> bool: ...
 def url_parts(url: str) -> tuple[str, str, int | None, str, bool] | None: ...
+
+@final
+class NativeHedge:
+    def __new__(cls, *, after: float, max_extra: float) -> NativeHedge: ...
 
 @final
 class NativePolicy:
@@ -152,6 +157,8 @@ class AttemptData:
     def billed(self) -> bool | None: ...
     @property
     def started(self) -> float: ...
+    @property
+    def hedged(self) -> bool: ...
 
 @final
 class ToolCallData:

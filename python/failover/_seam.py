@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at runtim
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._native import NativePolicy
+    from ._native import NativeHedge, NativePolicy
 
 
 class ProviderSpec:
@@ -119,6 +119,7 @@ class CallArgs:
         "deadline",
         "emit",
         "headers",
+        "hedge",
         "idempotency_key",
         "max_tokens",
         "messages",
@@ -138,6 +139,7 @@ class CallArgs:
     )
 
     messages: list[Any]
+    hedge: NativeHedge | None
     chain: list[int]
     policy: NativePolicy
     timeout: float

@@ -153,7 +153,7 @@ class Telemetry:
     def tap(self, event: typing.Any) -> None:
         """An engine event of a call (``_events._emitter`` hands each one
         here): kept as a span event for the call's span, and the wait measured."""
-        from ._events import FailedOver, RetryScheduled
+        from ._events import FailedOver, HedgeStarted, HedgeWon, RetryScheduled
 
         if isinstance(event, RetryScheduled):
             name = "failover.wait"
@@ -178,6 +178,16 @@ class Telemetry:
                 "failover.reason": event.reason,
                 "error.type": type(event.error).__name__,
             }
+        elif isinstance(event, HedgeStarted):
+            name = "failover.hedge"
+            attributes = {
+                "failover.provider": event.provider,
+                "failover.to": event.to_provider,
+                "failover.reason": event.reason,
+            }
+        elif isinstance(event, HedgeWon):
+            name = "failover.hedge_won"
+            attributes = {"failover.winner": event.winner, "failover.loser": event.loser}
         else:
             return
         import time

@@ -33,6 +33,8 @@ pub struct Call<C, E> {
     pub interrupted: Interrupted<E>,
     /// The pool members this call counts as busy at, while it lives.
     pub reservations: Vec<Reservation>,
+    /// Hedged requests (its budget the client's); `None`: none.
+    pub hedge: Option<std::sync::Arc<engine::Hedge>>,
 }
 
 /// A new call's id: 16 hex digits.
@@ -95,6 +97,7 @@ impl<C: Clock, E> Call<C, E> {
             clock,
             idempotency_key,
             interrupted,
+            hedge,
             ..
         } = self;
         let client = plan.client();
@@ -122,6 +125,7 @@ impl<C: Clock, E> Call<C, E> {
             spent,
             state: Some(client.state.engine()),
             limiter: client.limits.limiter.as_ref(),
+            hedge: hedge.as_deref(),
         };
         let plan = &*plan;
         let job = &*job;

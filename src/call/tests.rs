@@ -84,6 +84,7 @@ fn call_with(
         idempotency_key: None,
         interrupted,
         reservations: Vec::new(),
+        hedge: None,
     }
 }
 
@@ -101,6 +102,10 @@ impl CallEvents for Recorded {
                 format!("failover to {}", plan.config(*to_provider).name)
             }
             Event::Skipped { provider, .. } => format!("skipped {}", plan.config(*provider).name),
+            Event::HedgeStarted { to_provider, .. } => {
+                format!("hedge to {}", plan.config(*to_provider).name)
+            }
+            Event::HedgeWon { winner, .. } => format!("hedge won by {}", plan.config(*winner).name),
         };
         self.0.lock().unwrap().push(what);
     }

@@ -58,6 +58,8 @@ pub struct CallSpec<'a> {
     pub state: Option<&'a dyn EngineState>,
     /// The client's limits; `None`: none is set.
     pub limiter: Option<&'a Arc<Limiter>>,
+    /// Hedged requests; `None`: none.
+    pub hedge: Option<&'a super::hedge::Hedge>,
 }
 
 /// The bounds of one attempt, as the engine hands them to it.
@@ -113,6 +115,8 @@ pub struct AttemptRecord {
     /// When it was sent (or skipped), on the real wall clock (reporting
     /// only: spans are drawn with it).
     pub started: SystemTime,
+    /// It lost a hedge's race and was cancelled: no answer, no error.
+    pub hedged: bool,
 }
 
 impl AttemptRecord {
@@ -127,6 +131,25 @@ impl AttemptRecord {
             usage: None,
             billed: Some(false),
             started: SystemTime::now(),
+            hedged: false,
+        }
+    }
+
+    /// An attempt cancelled when the other of a hedge's race delivered
+    /// first: whether it is billed is not known (the provider may have
+    /// generated before the connection closed).
+    fn lost_race(provider: usize, waited: Duration, began: (Instant, SystemTime)) -> Self {
+        Self {
+            provider,
+            status: None,
+            kind: None,
+            waited,
+            duration: began.0.elapsed(),
+            skipped: None,
+            usage: None,
+            billed: None,
+            started: began.1,
+            hedged: true,
         }
     }
 }
@@ -339,6 +362,20 @@ pub enum Event {
         call_id: String,
         provider: usize,
         reason: String,
+    },
+    /// `provider` had not delivered after `after`: the same request went to
+    /// `to_provider` too.
+    HedgeStarted {
+        call_id: String,
+        provider: usize,
+        to_provider: usize,
+        after: Duration,
+    },
+    /// `winner` delivered first; `loser`'s request was cancelled.
+    HedgeWon {
+        call_id: String,
+        winner: usize,
+        loser: usize,
     },
 }
 
@@ -704,6 +741,11 @@ where
     // (And how long the call waited for it: the chosen one's first
     // attempt's wait.)
     let mut room: Option<(usize, Option<Permit>, Duration)> = None;
+    // At most one hedge a call; a restart of a stream sends none.
+    let mut hedged = resume.is_some();
+    if let (Some(hedge), false) = (spec.hedge, hedged) {
+        hedge.budget.note_call();
+    }
     // (Made only for a client with limits; boxed below, the wait for room
     // is no part of a call without them.)
     let mut no_room: Vec<Option<String>> = match spec.limiter {
@@ -892,14 +934,184 @@ where
                 left,
             };
             let sent_at = spec.state.map_or(0, |state| state.epoch());
+            // (The provider the outcome is from: a hedge's may be the next.)
+            let mut at = index;
             let (outcome, duration, started) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration, broken.started),
                 None => {
                     let began = (Instant::now(), SystemTime::now());
-                    let outcome = attempt(index, bounds).await;
-                    (outcome, began.0.elapsed(), began.1)
+                    // (When the winner's attempt began: a hedge's is its own.)
+                    let mut won = began;
+                    let primary = attempt(index, bounds);
+                    let outcome = match spec.hedge.filter(|_| !hedged) {
+                        None => primary.await,
+                        Some(hedge) => {
+                            tokio::pin!(primary);
+                            let due = tokio::select! {
+                                biased;
+                                outcome = &mut primary => Err(outcome),
+                                () = clock.pause(hedge.after) => Ok(()),
+                            };
+                            // Past `after`: the next provider the chain would
+                            // fail over to (not cooling, with room) gets the
+                            // same request, if the budget allows one.
+                            let target = match due {
+                                Err(_) => None,
+                                Ok(()) => match next_able(index + 1).filter(|&to| {
+                                    let quota = spec.providers[to].quota_key;
+                                    let cooling = spec
+                                        .state
+                                        .zip(quota)
+                                        .and_then(|(state, q)| state.cooling(q, clock.wall()));
+                                    cooling.is_none()
+                                }) {
+                                    Some(to) if hedge.budget.spend() => {
+                                        let to_slot = &spec.providers[to];
+                                        let room = match spec.limiter {
+                                            Some(limiter) if !to_slot.limits.is_empty() => limiter
+                                                .take(
+                                                    to_slot.limits,
+                                                    clock.wall(),
+                                                    to_slot.tokens,
+                                                    None,
+                                                    super::state::spare(remaining(clock)),
+                                                )
+                                                .await
+                                                .map(Some),
+                                            _ => Ok(None),
+                                        };
+                                        match room {
+                                            Ok(held) => Some((to, held)),
+                                            Err(blocked) => {
+                                                hedge.budget.refund();
+                                                let why =
+                                                    format!("hedge not sent: {}", blocked.why);
+                                                pass_over(&mut attempts, on_event, to, why);
+                                                None
+                                            }
+                                        }
+                                    }
+                                    Some(to) => {
+                                        let why = "hedge not sent: the hedge budget is spent";
+                                        pass_over(&mut attempts, on_event, to, why.to_string());
+                                        None
+                                    }
+                                    None => None,
+                                },
+                            };
+                            match (due, target) {
+                                (Err(outcome), _) => outcome,
+                                (Ok(()), None) => primary.await,
+                                (Ok(()), Some((to, held))) => {
+                                    hedged = true;
+                                    on_event(Event::HedgeStarted {
+                                        call_id: spec.call_id.to_string(),
+                                        provider: index,
+                                        to_provider: to,
+                                        after: hedge.after,
+                                    });
+                                    let left = remaining(clock);
+                                    let hedge_bounds = AttemptBounds {
+                                        timeout: left.map_or(spec.attempt_timeout, |l| {
+                                            l.min(spec.attempt_timeout)
+                                        }),
+                                        left,
+                                    };
+                                    let hedge_began = (Instant::now(), SystemTime::now());
+                                    let backup = attempt(to, hedge_bounds);
+                                    tokio::pin!(backup);
+                                    let mut held = held;
+                                    let mut primary_failed: Option<Failure> = None;
+                                    let mut backup_failed = false;
+                                    loop {
+                                        tokio::select! {
+                                            outcome = &mut primary, if primary_failed.is_none() => {
+                                                match outcome {
+                                                    Ok(value) => {
+                                                        if !backup_failed {
+                                                            attempts.push(AttemptRecord::lost_race(
+                                                                to,
+                                                                Duration::ZERO,
+                                                                hedge_began,
+                                                            ));
+                                                            on_event(Event::HedgeWon {
+                                                                call_id: spec.call_id.to_string(),
+                                                                winner: index,
+                                                                loser: to,
+                                                            });
+                                                        }
+                                                        break Ok(value);
+                                                    }
+                                                    Err(failure) if backup_failed => break Err(failure),
+                                                    Err(failure) => primary_failed = Some(failure),
+                                                }
+                                            }
+                                            outcome = &mut backup, if !backup_failed => {
+                                                match outcome {
+                                                    Ok(value) => {
+                                                        match primary_failed.take() {
+                                                            Some(failure) => attempts.push(AttemptRecord {
+                                                                provider: index,
+                                                                status: failure.status,
+                                                                kind: Some(failure.kind),
+                                                                waited,
+                                                                duration: began.0.elapsed(),
+                                                                skipped: None,
+                                                                usage: failure.usage.as_deref().cloned(),
+                                                                billed: failure.billed,
+                                                                started: began.1,
+                                                                hedged: false,
+                                                            }),
+                                                            None => {
+                                                                attempts.push(AttemptRecord::lost_race(
+                                                                    index, waited, began,
+                                                                ));
+                                                                on_event(Event::HedgeWon {
+                                                                    call_id: spec.call_id.to_string(),
+                                                                    winner: to,
+                                                                    loser: index,
+                                                                });
+                                                            }
+                                                        }
+                                                        // The winner's share of the limits is the
+                                                        // call's now; the loser's slot is free.
+                                                        drop(std::mem::replace(&mut permit, held.take()));
+                                                        at = to;
+                                                        won = hedge_began;
+                                                        waited = Duration::ZERO;
+                                                        break Ok(value);
+                                                    }
+                                                    Err(failure) => {
+                                                        attempts.push(AttemptRecord {
+                                                            provider: to,
+                                                            status: failure.status,
+                                                            kind: Some(failure.kind),
+                                                            waited: Duration::ZERO,
+                                                            duration: hedge_began.0.elapsed(),
+                                                            skipped: None,
+                                                            usage: failure.usage.as_deref().cloned(),
+                                                            billed: failure.billed,
+                                                            started: hedge_began.1,
+                                                            hedged: false,
+                                                        });
+                                                        drop(held.take());
+                                                        backup_failed = true;
+                                                        if let Some(failure) = primary_failed.take() {
+                                                            break Err(failure);
+                                                        }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    (outcome, won.0.elapsed(), won.1)
                 }
             };
+            let slot = &spec.providers[at];
             let failure = match outcome {
                 Ok(value) => {
                     if let Some(state) = spec.state {
@@ -928,7 +1140,7 @@ where
                     }
                     let status = Some(value.status());
                     attempts.push(AttemptRecord {
-                        provider: index,
+                        provider: at,
                         status,
                         kind: None,
                         waited,
@@ -937,6 +1149,7 @@ where
                         usage: value.usage(),
                         billed: Some(true),
                         started,
+                        hedged: false,
                     });
                     if let (Some(permit), Some(used)) = (&permit, value.settled_usage()) {
                         if let Some(tokens) = used.total() {
@@ -946,7 +1159,7 @@ where
                     return Ok(Success {
                         value,
                         permit,
-                        provider: index,
+                        provider: at,
                         attempts,
                     });
                 }
@@ -962,6 +1175,7 @@ where
                 usage: failure.usage.as_deref().cloned(),
                 billed: failure.billed,
                 started,
+                hedged: false,
             });
             let situation = Situation::new(
                 &failure,
@@ -1266,6 +1480,7 @@ mod tests {
             spent: Duration::ZERO,
             state: None,
             limiter: None,
+            hedge: None,
         }
     }
 
@@ -1283,6 +1498,118 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A hedged call: provider 0 answers `first` after its delay (never,
+    /// with none), provider 1 at once with `second`; the hedge goes after
+    /// 20 ms of real time.
+    fn hedged(
+        first: (Option<u64>, Result<&'static str, Failure>),
+        second: Result<&'static str, Failure>,
+        max_extra: f64,
+    ) -> (
+        Result<Success<&'static str>, CallFailure>,
+        Vec<Event>,
+        Vec<usize>,
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let policy = RetryPolicy::default();
+        let slots = slots(2);
+        let hedge = super::super::hedge::Hedge::new(Duration::from_millis(20), max_extra);
+        let spec = CallSpec {
+            hedge: Some(&hedge),
+            ..spec(&slots, &policy)
+        };
+        let clock = ManualClock::new();
+        let mut events = Vec::new();
+        let calls = Mutex::new(Vec::new());
+        let outcomes = Mutex::new(vec![Some((first.0, first.1)), Some((Some(0), second))]);
+        let result = runtime.block_on(run_from(
+            &spec,
+            None,
+            &clock,
+            &mut || 0.0,
+            &mut |e| events.push(e),
+            |provider, _| {
+                calls.lock().unwrap().push(provider);
+                let (delay, outcome) = outcomes.lock().unwrap()[provider].take().unwrap();
+                async move {
+                    match delay {
+                        Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                        None => std::future::pending().await,
+                    }
+                    outcome
+                }
+            },
+        ));
+        (result, events, calls.into_inner().unwrap())
+    }
+
+    #[test]
+    fn a_late_attempt_is_hedged_and_the_first_to_deliver_wins() {
+        let (result, events, calls) = hedged((None, Ok("late")), Ok("backup"), 1.0);
+        let ok = result.unwrap();
+        assert_eq!((ok.value, ok.provider), ("backup", 1));
+        assert_eq!(calls, vec![0, 1]);
+        // The loser is recorded as cancelled by the hedge; the winner as an answer.
+        assert!(ok.attempts[0].hedged && ok.attempts[0].provider == 0);
+        assert_eq!(ok.attempts[0].billed, None);
+        let winner = &ok.attempts[1];
+        assert_eq!(
+            (winner.provider, winner.status, winner.hedged),
+            (1, Some(200), false)
+        );
+        assert!(matches!(
+            events[..],
+            [
+                Event::HedgeStarted {
+                    provider: 0,
+                    to_provider: 1,
+                    ..
+                },
+                Event::HedgeWon {
+                    winner: 1,
+                    loser: 0,
+                    ..
+                }
+            ]
+        ));
+    }
+
+    #[test]
+    fn a_prompt_attempt_is_never_hedged() {
+        let (result, events, calls) = hedged((Some(0), Ok("first")), Ok("backup"), 1.0);
+        assert_eq!(result.unwrap().provider, 0);
+        assert_eq!(calls, vec![0]);
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_hedge_that_fails_leaves_the_call_to_the_first_attempt() {
+        let server = err(ServerError, Some(500), &[]);
+        let (result, events, calls) = hedged((Some(80), Ok("first")), server, 1.0);
+        let ok = result.unwrap();
+        assert_eq!((ok.value, ok.provider), ("first", 0));
+        assert_eq!(calls, vec![0, 1]);
+        let seen: Vec<_> = ok.attempts.iter().map(|a| (a.provider, a.status)).collect();
+        assert_eq!(seen, vec![(1, Some(500)), (0, Some(200))]);
+        // No winner of a race: the hedge failed before the first answered.
+        assert!(matches!(events[..], [Event::HedgeStarted { .. }]));
+    }
+
+    #[test]
+    fn a_spent_budget_sends_no_hedge_and_says_so() {
+        let (result, _, calls) = hedged((Some(80), Ok("first")), Ok("backup"), 0.0);
+        let ok = result.unwrap();
+        assert_eq!(ok.provider, 0);
+        assert_eq!(calls, vec![0]);
+        assert_eq!(
+            ok.attempts[0].skipped.as_deref(),
+            Some("hedge not sent: the hedge budget is spent")
+        );
     }
 
     #[test]
@@ -1922,6 +2249,7 @@ mod tests {
                 spent: Duration::ZERO,
                 state: Some(&self.state),
                 limiter: None,
+                hedge: None,
             };
             let script = Mutex::new(VecDeque::from(script));
             let called = Mutex::new(Vec::new());

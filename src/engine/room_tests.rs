@@ -109,6 +109,7 @@ impl Setup {
             spent: Duration::ZERO,
             state: Some(&self.state),
             limiter: Some(&self.limiter),
+            hedge: None,
         };
         let script = Mutex::new(VecDeque::from(script));
         let called = Mutex::new(Vec::new());
@@ -470,6 +471,7 @@ async fn a_slot_held_in_another_process_is_asked_for_again_in_real_time() {
         spent: Duration::ZERO,
         state: None,
         limiter: Some(&setup.limiter),
+        hedge: None,
     };
     let result = run_from(
         &spec,

@@ -342,6 +342,7 @@ impl NativeClient {
         };
         let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         let common = CommonArgs {
+            hedge: args.hedge.as_ref().map(|h| Arc::clone(&h.hedge)),
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -374,6 +375,7 @@ impl NativeClient {
             return Err(configuration_error(why));
         }
         let common = CommonArgs {
+            hedge: None,
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -410,6 +412,7 @@ impl NativeClient {
             return Err(configuration_error(why));
         }
         let common = CommonArgs {
+            hedge: None,
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -447,6 +450,7 @@ impl NativeClient {
             idempotency_key: args.idempotency_key,
             interrupted,
             reservations,
+            hedge: args.hedge,
         };
         let face = Face {
             events: EventTarget::new(
@@ -476,6 +480,7 @@ fn pools(given: Option<Vec<(String, Vec<usize>)>>) -> PyResult<Vec<Pool>> {
 
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
+    hedge: Option<Arc<engine::Hedge>>,
     idempotency_key: Option<String>,
     pools: Vec<Pool>,
     emit: Option<Py<PyAny>>,

@@ -108,6 +108,28 @@ impl EventTarget {
                 fields.set_item("reason", reason)?;
                 Ok("Skipped")
             }
+            Event::HedgeStarted {
+                call_id,
+                provider,
+                to_provider,
+                after,
+            } => {
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("provider", name(*provider))?;
+                fields.set_item("to_provider", name(*to_provider))?;
+                fields.set_item("after", after.as_secs_f64())?;
+                Ok("HedgeStarted")
+            }
+            Event::HedgeWon {
+                call_id,
+                winner,
+                loser,
+            } => {
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("winner", name(*winner))?;
+                fields.set_item("loser", name(*loser))?;
+                Ok("HedgeWon")
+            }
         })();
         match built {
             Ok(kind) => self.send(py, kind, fields.into_any()),

@@ -160,6 +160,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::quiesce, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<seam::NativePolicy>()?;
+    m.add_class::<seam::NativeHedge>()?;
     m.add_class::<seam::ResponseData>()?;
     m.add_class::<seam::EmbeddingsData>()?;
     m.add_class::<seam::MediaData>()?;

@@ -14,6 +14,8 @@ use pyo3::types::{PyBool, PyBytes, PyList, PyString};
 use super::errors::{configuration_error, seconds};
 use super::json::json_from;
 use crate::call::RecentKeys;
+use std::sync::Arc;
+
 use crate::engine::policy::{Backoff, Preset};
 use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy, Usage};
 use crate::http::{TransportOptions, Verify};
@@ -176,6 +178,8 @@ impl TransportSpec<'_> {
 pub struct CallArgs<'py> {
     /// A list of message dicts, converted to JSON and checked here.
     pub messages: Bound<'py, PyAny>,
+    /// Hedged requests for this call, or `None`.
+    pub hedge: Option<PyRef<'py, NativeHedge>>,
     /// Indexes into the client's providers, in the order to try them.
     pub chain: Vec<usize>,
     pub policy: PyRef<'py, NativePolicy>,
@@ -308,6 +312,26 @@ impl MediaArgs<'_> {
                     "unknown media call {other:?}"
                 )))
             }
+        })
+    }
+}
+
+/// A `failover.Hedge`: its numbers, checked by Python, and its budget,
+/// shared by every call given the same `Hedge`.
+#[pyclass(frozen, module = "failover._native")]
+pub struct NativeHedge {
+    pub hedge: Arc<crate::engine::Hedge>,
+}
+
+#[pymethods]
+impl NativeHedge {
+    #[new]
+    #[pyo3(signature = (*, after, max_extra))]
+    fn new(after: f64, max_extra: f64) -> PyResult<Self> {
+        let after = std::time::Duration::try_from_secs_f64(after)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        Ok(Self {
+            hedge: Arc::new(crate::engine::Hedge::new(after, max_extra)),
         })
     }
 }
@@ -484,6 +508,8 @@ pub struct AttemptData {
     pub billed: Option<bool>,
     /// When it was sent, Unix seconds on the real clock.
     pub started: f64,
+    /// It lost a hedge's race and was cancelled.
+    pub hedged: bool,
 }
 
 /// A `Usage`'s figures, in `failover.Usage`'s order.
@@ -526,6 +552,7 @@ pub fn attempts_list(
                 .started
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
+            hedged: a.hedged,
         })
         .collect::<Vec<_>>();
     Ok(PyList::new(py, items)?.unbind())

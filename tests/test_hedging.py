@@ -1,0 +1,184 @@
+"""Hedged requests (``Client(hedge=failover.Hedge(after=, max_extra=))``): a
+late attempt gets a twin at the next provider, the first to deliver wins and
+the other is cancelled; a prompt provider is never hedged; the budget bounds
+the extra requests; the deadline bounds both. ``after`` is real time, so
+these tests wait it out for real: 0.2 s, where the failure they guard against
+is seconds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import failover
+from failover.testing import MockServer
+
+from conftest import collect, oa, oa_text, openai
+
+HEDGE = failover.Hedge(after=0.2, max_extra=1.0)
+
+
+def chain(
+    first: MockServer, second: MockServer, **kwargs: Any
+) -> tuple[failover.Client, list[Any]]:
+    events: list[Any] = []
+    client = failover.Client(
+        {"a": openai(first), "b": openai(second)}, on_event=events.append, **kwargs
+    )
+    return client, events
+
+
+def test_a_late_answer_is_hedged_and_the_first_to_deliver_wins(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("fast")
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    started = time.monotonic()
+    r = call(client)
+    # About `after` and the backup's answer; never the slow provider's 5 s.
+    assert time.monotonic() - started < 2.0
+    assert (r.text, r.provider) == ("fast", "b")
+    loser, winner = r.attempts
+    assert (loser.provider, loser.hedged, loser.status, loser.kind) == ("a", True, None, None)
+    # Whether the cancelled request is billed cannot be known.
+    assert loser.billed is None
+    assert (winner.provider, winner.status, winner.hedged) == ("b", 200, False)
+    started_event, won = [
+        e for e in events if isinstance(e, (failover.HedgeStarted, failover.HedgeWon))
+    ]
+    assert (started_event.provider, started_event.to_provider, started_event.after) == (
+        "a",
+        "b",
+        0.2,
+    )
+    assert (won.winner, won.loser) == ("b", "a")
+    assert "no answer from a after 0.200s" in started_event.reason
+    client.close()
+
+
+def test_a_prompt_provider_is_never_hedged(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("quick")
+    client, events = chain(mock_server, backup_server, hedge=HEDGE)
+    r = call(client)
+    assert r.provider == "a"
+    assert [a.provider for a in r.attempts] == ["a"]
+    assert backup_server.requests == []
+    assert events == []
+    client.close()
+
+
+def test_a_stream_is_hedged_until_its_first_content(
+    face: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(sse=[oa_text("late")], delay=5.0)
+    stop = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    backup_server.push(sse=[oa_text("Hedged "), oa_text("stream"), stop])
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    started = time.monotonic()
+    chunks, response = collect(face, client)
+    assert time.monotonic() - started < 2.0
+    # Only the winner's text: a stream never mixes the two.
+    assert "".join(c.text for c in chunks) == "Hedged stream"
+    assert response.provider == "b"
+    assert [(a.provider, a.hedged) for a in response.attempts] == [("a", True), ("b", False)]
+    assert any(isinstance(e, failover.HedgeWon) for e in events)
+    client.close()
+
+
+def test_a_spent_budget_sends_no_hedge_and_records_why(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow but sure", delay=0.6)
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 0.0))
+    r = call(client)
+    assert r.provider == "a"
+    skipped = [(a.provider, a.skipped) for a in r.attempts if a.skipped]
+    assert skipped == [("b", "hedge not sent: the hedge budget is spent")]
+    assert backup_server.requests == []
+    assert events == []
+    client.close()
+
+
+def test_the_budget_bounds_hedges_to_one_plus_max_extra_a_call(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # 1 + 0.5 * 4 = 3 hedges over 4 late calls.
+    for _ in range(4):
+        mock_server.push_text("slow", delay=0.5)
+    for _ in range(3):
+        backup_server.push_text("fast")
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 0.5))
+    answered_by = [client.prompt("Hi").provider for _ in range(4)]
+    assert answered_by.count("b") == 3
+    assert len(backup_server.requests) == 3
+    client.close()
+
+
+def test_hedge_per_call_turns_it_on_or_off(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=0.5)
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("fast")
+    client, _ = chain(mock_server, backup_server, hedge=HEDGE)
+    assert client.prompt("Hi", hedge=False).provider == "a"
+    assert backup_server.requests == []
+    plain, _ = chain(mock_server, backup_server)
+    assert plain.prompt("Hi", hedge=failover.Hedge(0.2, 1.0)).provider == "b"
+    client.close()
+    plain.close()
+
+
+def test_the_deadline_bounds_both_requests(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("also slow", delay=5.0)
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    started = time.monotonic()
+    with pytest.raises(failover.DeadlineExceeded):
+        call(client, deadline=0.8)
+    # A wide margin: the failure this guards against is seconds past it.
+    assert time.monotonic() - started < 2.5
+    client.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: failover.Hedge(after=0), r"after=\) is seconds above 0"),
+        (lambda: failover.Hedge(after=float("nan")), r"after=\) is seconds above 0"),
+        (lambda: failover.Hedge(after="p95"), "not built yet"),
+        (lambda: failover.Hedge(max_extra=1.5), r"max_extra=\) is a fraction of calls"),
+        (lambda: failover.Client({"a": failover.Ollama("m")}, hedge=2.0), "hedge must be"),
+    ],
+)
+def test_hedge_options_are_checked_when_given(make: Callable[[], Any], says: str) -> None:
+    with pytest.raises(failover.ConfigurationError, match=says):
+        make()
+
+
+def test_a_per_call_hedge_is_checked_before_sending(mock_server: MockServer) -> None:
+    with failover.Client({"a": openai(mock_server)}) as client:
+        with pytest.raises(failover.ConfigurationError, match="hedge= takes"):
+            client.prompt("Hi", hedge="yes")  # type: ignore[arg-type]
+    assert mock_server.requests == []
+
+
+def test_stats_count_a_hedge_as_no_failover(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("fast")
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    client.prompt("Hi")
+    stats = client.stats()
+    assert (stats.providers["a"].attempts, stats.providers["a"].failovers) == (1, 0)
+    assert (stats.providers["b"].answered, stats.total.retries) == (1, 0)
+    client.close()
