@@ -515,3 +515,17 @@ def test_out_in_a_missing_folder_is_refused(
     out = tmp_path / "no" / "such" / "out.jsonl"
     assert batch(source, out, "--config", config(tmp_path, mock_server)) == 2
     assert "OUT's folder" in capsys.readouterr().err
+
+
+def test_out_or_summary_that_is_a_folder_is_refused_before_any_call(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = requests(tmp_path, 1)
+    toml = config(tmp_path, mock_server)
+    assert batch(source, tmp_path, "--config", toml) == 2
+    assert "is a folder, not a file" in capsys.readouterr().err
+    out = tmp_path / "out.jsonl"
+    missing = tmp_path / "no" / "summary.json"
+    assert batch(source, out, "--config", toml, "--summary", missing) == 2
+    assert "--summary's folder" in capsys.readouterr().err
+    assert mock_server.requests == []

@@ -1918,3 +1918,36 @@ def test_a_key_pasted_into_another_value_is_not_echoed(tmp_path: Path) -> None:
     message = config_refusal(path)
     assert SECRET not in message
     assert "providers.a.base_url" in message
+
+
+def test_a_key_pasted_into_any_value_is_not_echoed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        [client]
+        deadline = "{SECRET}"
+
+        [providers.a]
+        type = "openai"
+        model = "m"
+        api_key = "{SECRET}"
+        """,
+    )
+    message = config_refusal(path)
+    assert SECRET not in message
+    assert "client.deadline" in message and "<redacted>" in message
+
+
+def test_a_key_over_plain_http_points_at_the_base_url(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        [providers.a]
+        type = "openai_compatible"
+        model = "m"
+        api_key = "k-1234567890"
+        base_url = "http://gateway.example/v1"
+        """,
+    )
+    message = config_refusal(path)
+    assert f"line {line_of(path, 'base_url')}, providers.a.base_url:" in message

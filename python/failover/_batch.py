@@ -629,9 +629,14 @@ def run(options: Options, out: IO[str] | None = None) -> int:
             raise ConfigurationError(f"--deadline is seconds above 0, got {options.deadline}")
         if os.path.abspath(options.input) == os.path.abspath(options.output):
             raise ConfigurationError("IN and OUT are the same file")
-        folder = os.path.dirname(os.path.abspath(options.output))
-        if not os.path.isdir(folder):
-            raise ConfigurationError(f"OUT's folder {folder!r} does not exist")
+        for option, path in (("OUT", options.output), ("--summary", options.summary)):
+            if path is None:
+                continue
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise ConfigurationError(f"{option}'s folder {folder!r} does not exist")
+            if os.path.isdir(path):
+                raise ConfigurationError(f"{option} {path!r} is a folder, not a file")
         config = options.config
         if config is None:
             if not os.path.exists("failover.toml"):

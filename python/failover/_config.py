@@ -77,6 +77,8 @@ _CLIENT_ELSEWHERE = {
     "sleeper": "Client.from_config(..., sleeper=)",
     "on_event": "Client.from_config(..., on_event=)",
 }
+#: What a refusal says of a key without naming it, and the key.
+_SAID = {"plain http": "base_url"}
 _ENV = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
 
 
@@ -314,6 +316,7 @@ def _make(
             # A key pasted where another value goes (a URL) is echoed there.
             message = message.replace(key, "<redacted>")
         named = [k for k in options if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", message)]
+        named = named or [k for phrase, k in _SAID.items() if phrase in message and k in options]
         where = (*path, named[0]) if len(named) == 1 else path
         raise ConfigurationError(f"{source.where(where)}: {message}") from None
 
@@ -479,6 +482,41 @@ def build(client: ClientClass, source: object, overrides: Mapping[str, Any]) -> 
     (``sleeper=``, ``on_event=``), which win."""
     raw, where = load(source)
     tables = _expand(_table(raw, (), where), (), where)
+    try:
+        return _build(client, tables, where, overrides)
+    except ConfigurationError as error:
+        # A key pasted into another value is echoed by that value's check.
+        message = str(error)
+        for key in _keys(tables):
+            message = message.replace(key, "<redacted>")
+        if message == str(error):
+            raise
+        raise ConfigurationError(message) from None
+
+
+def _keys(tables: Mapping[str, Any]) -> list[str]:
+    """Every provider's (and pool member's) api_key string in the config."""
+    found: list[str] = []
+
+    def visit(table: object) -> None:
+        if not isinstance(table, Mapping):
+            return
+        key = table.get("api_key")
+        if isinstance(key, str) and len(key) >= 8:
+            found.append(key)
+        members = table.get("members")
+        for member in members.values() if isinstance(members, Mapping) else members or []:
+            visit(member)
+
+    providers = tables.get("providers")
+    for table in providers.values() if isinstance(providers, Mapping) else []:
+        visit(table)
+    return found
+
+
+def _build(
+    client: ClientClass, tables: dict[str, Any], where: _Source, overrides: Mapping[str, Any]
+) -> Client:
     _unknown(tables, _TOP_KEYS, (), where)
     options = _client_options(tables.get("client", {}), where, client)
     if "retry" in tables:
