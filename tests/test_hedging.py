@@ -154,7 +154,8 @@ def test_the_deadline_bounds_both_requests(
     [
         (lambda: failover.Hedge(after=0), r"after=\) is seconds above 0"),
         (lambda: failover.Hedge(after=float("nan")), r"after=\) is seconds above 0"),
-        (lambda: failover.Hedge(after="p95"), "not built yet"),
+        (lambda: failover.Hedge(after="p100"), "a percentile of each provider's"),
+        (lambda: failover.Hedge(after="fast"), "a percentile of each provider's"),
         (lambda: failover.Hedge(max_extra=1.5), r"max_extra=\) is a fraction of calls"),
         (lambda: failover.Client({"a": failover.Ollama("m")}, hedge=2.0), "hedge must be"),
     ],
@@ -181,4 +182,29 @@ def test_stats_count_a_hedge_as_no_failover(
     stats = client.stats()
     assert (stats.providers["a"].attempts, stats.providers["a"].failovers) == (1, 0)
     assert (stats.providers["b"].answered, stats.total.retries) == (1, 0)
+    client.close()
+
+
+def test_p95_learns_each_providers_latency_before_it_hedges(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # Nothing learned yet: the first slow answer is waited for.
+    mock_server.push_text("slow", delay=0.5)
+    for _ in range(19):
+        mock_server.push_text("quick")
+    mock_server.push_text("late", delay=5.0)
+    backup_server.push_text("fast")
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge("p95", 1.0))
+    assert client.prompt("Hi").provider == "a"
+    assert events == [] and backup_server.requests == []
+    for _ in range(19):
+        client.prompt("Hi")
+    # 20 seen: the 95th percentile is a quick answer's time, raised to the
+    # 0.1 s floor; the late answer is hedged then.
+    started = time.monotonic()
+    r = client.prompt("Hi")
+    assert time.monotonic() - started < 2.0
+    assert r.provider == "b"
+    hedge = next(e for e in events if isinstance(e, failover.HedgeStarted))
+    assert hedge.after == pytest.approx(0.1)
     client.close()

@@ -63,7 +63,9 @@ def url_parts(url: str) -> tuple[str, str, int | None, str, bool] | None: ...
 
 @final
 class NativeHedge:
-    def __new__(cls, *, after: float, max_extra: float) -> NativeHedge: ...
+    def __new__(
+        cls, *, after: float, max_extra: float, quantile: float | None = None
+    ) -> NativeHedge: ...
 
 @final
 class NativePolicy:

@@ -943,14 +943,18 @@ where
                     // (When the winner's attempt began: a hedge's is its own.)
                     let mut won = began;
                     let primary = attempt(index, bounds);
-                    let outcome = match spec.hedge.filter(|_| !hedged) {
+                    let hedge_after = spec
+                        .hedge
+                        .filter(|_| !hedged)
+                        .and_then(|hedge| Some((hedge, hedge.after_for(slot.state_key)?)));
+                    let outcome = match hedge_after {
                         None => primary.await,
-                        Some(hedge) => {
+                        Some((hedge, after)) => {
                             tokio::pin!(primary);
                             let due = tokio::select! {
                                 biased;
                                 outcome = &mut primary => Err(outcome),
-                                () = clock.pause(hedge.after) => Ok(()),
+                                () = clock.pause(after) => Ok(()),
                             };
                             // Past `after`: the next provider the chain would
                             // fail over to (not cooling, with room) gets the
@@ -1008,7 +1012,7 @@ where
                                         call_id: spec.call_id.to_string(),
                                         provider: index,
                                         to_provider: to,
-                                        after: hedge.after,
+                                        after,
                                     });
                                     let left = remaining(clock);
                                     let hedge_bounds = AttemptBounds {
@@ -1114,6 +1118,10 @@ where
             let slot = &spec.providers[at];
             let failure = match outcome {
                 Ok(value) => {
+                    // How long it took to deliver: what a learned `after` reads.
+                    if let Some(hedge) = spec.hedge {
+                        hedge.observe(slot.state_key, duration);
+                    }
                     if let Some(state) = spec.state {
                         let now = clock.wall();
                         state.recover(slot.state_key, sent_at);

@@ -3,8 +3,32 @@
 //! would fail over to, and the first to deliver wins. What bounds them: at
 //! most one a call, and a budget of `max_extra` hedges a call.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// How many recent deliveries a learned `after` is read from, per provider,
+/// model and call kind.
+pub const WINDOW: usize = 200;
+/// How many it needs before it hedges at all.
+pub const MIN_SEEN: usize = 20;
+/// The bounds of a learned `after`: never hedge sooner, nor wait longer.
+pub const FLOOR: Duration = Duration::from_millis(100);
+pub const CAP: Duration = Duration::from_secs(60);
+
+/// When a hedge is sent.
+#[derive(Debug)]
+pub enum After {
+    /// After this long without a delivery.
+    Fixed(Duration),
+    /// After the quantile (0.95 for "p95") of the provider's recent times to
+    /// deliver, learned from its successful attempts; none until
+    /// [`MIN_SEEN`] are known.
+    Learned {
+        quantile: f64,
+        seen: Mutex<HashMap<String, VecDeque<Duration>>>,
+    },
+}
 
 /// A client's hedging: when, and how many.
 #[derive(Debug)]
@@ -13,15 +37,57 @@ pub struct Hedge {
     /// stream's first content) before the hedge is sent. Real time on every
     /// clock: it measures a provider's latency, and no virtual time passes
     /// while a request is in flight.
-    pub after: Duration,
+    pub after: After,
     pub budget: HedgeBudget,
 }
 
 impl Hedge {
     pub fn new(after: Duration, max_extra: f64) -> Self {
         Self {
-            after,
+            after: After::Fixed(after),
             budget: HedgeBudget::new(max_extra),
+        }
+    }
+
+    /// Hedging after the `quantile` of each provider's recent times to
+    /// deliver.
+    pub fn learned(quantile: f64, max_extra: f64) -> Self {
+        Self {
+            after: After::Learned {
+                quantile,
+                seen: Mutex::new(HashMap::new()),
+            },
+            budget: HedgeBudget::new(max_extra),
+        }
+    }
+
+    /// When to hedge an attempt at `key` (its provider, model and call
+    /// kind); `None`: not yet known.
+    pub fn after_for(&self, key: &str) -> Option<Duration> {
+        match &self.after {
+            After::Fixed(after) => Some(*after),
+            After::Learned { quantile, seen } => {
+                let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                let times = seen.get(key).filter(|t| t.len() >= MIN_SEEN)?;
+                let mut sorted: Vec<Duration> = times.iter().copied().collect();
+                sorted.sort_unstable();
+                let rank = ((sorted.len() as f64) * quantile).ceil() as usize;
+                let at = sorted[rank.clamp(1, sorted.len()) - 1];
+                Some(at.clamp(FLOOR, CAP))
+            }
+        }
+    }
+
+    /// An attempt at `key` delivered after `took`: learned from, when
+    /// `after` is.
+    pub fn observe(&self, key: &str, took: Duration) {
+        if let After::Learned { seen, .. } = &self.after {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            let times = seen.entry(key.to_string()).or_default();
+            if times.len() == WINDOW {
+                times.pop_front();
+            }
+            times.push_back(took);
         }
     }
 }
@@ -75,6 +141,25 @@ impl HedgeBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_learned_after_is_the_quantile_of_recent_deliveries_within_its_bounds() {
+        let hedge = Hedge::learned(0.95, 0.05);
+        for ms in 1..=(MIN_SEEN as u64 - 1) {
+            hedge.observe("a", Duration::from_millis(100 * ms));
+        }
+        // Not enough seen yet: no hedging.
+        assert_eq!(hedge.after_for("a"), None);
+        hedge.observe("a", Duration::from_millis(2000));
+        // 20 times of 0.1 s to 2.0 s: the 95th percentile is the 19th.
+        assert_eq!(hedge.after_for("a"), Some(Duration::from_millis(1900)));
+        assert_eq!(hedge.after_for("b"), None);
+        for _ in 0..WINDOW {
+            hedge.observe("a", Duration::from_millis(1));
+        }
+        // The window moved on; the floor bounds it.
+        assert_eq!(hedge.after_for("a"), Some(FLOOR));
+    }
 
     #[test]
     fn the_budget_allows_one_hedge_plus_max_extra_a_call() {

@@ -325,13 +325,20 @@ pub struct NativeHedge {
 
 #[pymethods]
 impl NativeHedge {
+    /// `after` in seconds, or `quantile` (0.95 for "p95") to learn it.
     #[new]
-    #[pyo3(signature = (*, after, max_extra))]
-    fn new(after: f64, max_extra: f64) -> PyResult<Self> {
-        let after = std::time::Duration::try_from_secs_f64(after)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    #[pyo3(signature = (*, after, max_extra, quantile=None))]
+    fn new(after: f64, max_extra: f64, quantile: Option<f64>) -> PyResult<Self> {
+        let hedge = match quantile {
+            Some(quantile) => crate::engine::Hedge::learned(quantile, max_extra),
+            None => {
+                let after = std::time::Duration::try_from_secs_f64(after)
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+                crate::engine::Hedge::new(after, max_extra)
+            }
+        };
         Ok(Self {
-            hedge: Arc::new(crate::engine::Hedge::new(after, max_extra)),
+            hedge: Arc::new(hedge),
         })
     }
 }
