@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import failover
-from failover.testing import MockServer
+from failover.testing import MockServer, fake_sleep
 
 from conftest import collect, oa, oa_text, openai
 
@@ -208,3 +208,18 @@ def test_p95_learns_each_providers_latency_before_it_hedges(
     hedge = next(e for e in events if isinstance(e, failover.HedgeStarted))
     assert hedge.after == pytest.approx(0.1)
     client.close()
+
+
+def test_under_a_fake_sleeper_the_hedge_waits_real_time_and_records_no_sleep(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("fast")
+    with fake_sleep() as sleeper:
+        client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+        started = time.monotonic()
+        assert client.prompt("Hi").provider == "b"
+        assert time.monotonic() - started < 2.0
+        client.close()
+    # `after` is a provider's latency, not a wait the engine chose: no sleep.
+    assert sleeper.sleeps == []

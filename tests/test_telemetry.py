@@ -393,3 +393,26 @@ def test_a_failed_chains_span_names_the_last_attempt_and_never_its_message(
     assert span.name == "chat gpt-4.1-mini"
     assert span.attributes["gen_ai.provider.name"] == "openai_compatible"
     assert span.status.description == "ProviderOverloaded"
+
+
+def test_a_hedge_is_on_the_span_and_its_loser_a_cancelled_child(
+    otel: Otel, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow", delay=5.0)
+    backup_server.push_text("fast")
+    client = failover.Client(
+        {"a": openai(mock_server), "b": openai(backup_server)},
+        telemetry=otel.option(),
+        hedge=failover.Hedge(0.2, 1.0),
+    )
+    client.prompt("Hi")
+    client.close()
+    span = otel.call_span()
+    names = [event.name for event in span.events]
+    assert "failover.hedge" in names and "failover.hedge_won" in names
+    loser, winner = otel.children(span)
+    assert loser.attributes["failover.hedged"] is True
+    assert loser.status.status_code == StatusCode.ERROR
+    assert (
+        "hedged" not in (winner.attributes or {}) and winner.status.status_code != StatusCode.ERROR
+    )

@@ -468,6 +468,10 @@ class Observed:
                 attributes["failover.billed"] = attempt.billed
             if attempt.cost is not None:
                 attributes["failover.cost"] = attempt.cost
+            if attempt.hedged:
+                attributes["failover.hedged"] = True
+                # Cancelled: another request of its hedge delivered first.
+                attributes["error.type"] = "cancelled"
             start = int(attempt.started * _NS)
             child = telemetry.tracer.start_span(
                 f"{self._operation} {attempt.model}",
@@ -478,6 +482,8 @@ class Observed:
             )
             if attempt.kind is not None:
                 child.set_status(trace.Status(trace.StatusCode.ERROR, attempt.kind))
+            elif attempt.hedged:
+                child.set_status(trace.Status(trace.StatusCode.ERROR, "cancelled: hedge lost"))
             child.end(end_time=start + int(attempt.duration * _NS))
         for attempt in attempts:
             if attempt.skipped is not None:
