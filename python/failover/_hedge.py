@@ -65,9 +65,7 @@ class Hedge(Record):
         self._init(
             after=after if quantile is not None else float(after),
             max_extra=float(max_extra),
-            _native_hedge=NativeHedge(
-                after=seconds, max_extra=float(max_extra), quantile=quantile
-            ),
+            _native_hedge=NativeHedge(after=seconds, max_extra=float(max_extra), quantile=quantile),
         )
 
     def _fields(self) -> tuple[float | str, float]:
