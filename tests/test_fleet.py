@@ -541,3 +541,34 @@ def test_a_probe_lease_left_by_a_prober_that_died_runs_out(
     wait_for(lambda: redis_cli(redis_url, "EXISTS", lease) == "0", within=3)
     mock_server.push_text("a")
     assert client.prompt("Hi").provider == "a"
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_the_hedge_budget_is_the_fleets(
+    redis_url: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # max_extra 0.5: half the fleet's calls of the minute, plus one. Client one
+    # makes two late calls and hedges both (1.5, then 2 allowed); client two,
+    # on its own, could hedge its first call (1.5 allowed) but the fleet has
+    # spent its 2 of 3 calls' 2.5.
+    pfx = prefix()
+    hedge = failover.Hedge(0.2, 0.5)
+    for _ in range(3):
+        mock_server.push_text("slow", delay=3.0)
+        backup_server.push_text("fast")
+    one = fleet_client(redis_url, pfx, mock_server, backup_server, hedge=hedge)
+    two = fleet_client(redis_url, pfx, mock_server, backup_server, hedge=hedge)
+    assert [one.prompt("Hi").provider for _ in range(2)] == ["b", "b"]
+
+    # The calls counted so far reach Redis through the write queue.
+    def counted() -> int:
+        keys = redis_cli(redis_url, "KEYS", f"{pfx}:calls:hedges|*").split()
+        return sum(int(redis_cli(redis_url, "GET", key) or 0) for key in keys)
+
+    wait_for(lambda: counted() == 2, within=5)
+    r = two.prompt("Hi", deadline=10)
+    assert r.provider == "a"
+    skipped = [a.skipped for a in r.attempts if a.skipped]
+    assert skipped == ["hedge not sent: the hedge budget is spent"]
+    one.close()
+    two.close()

@@ -108,7 +108,7 @@ def test_a_spent_budget_sends_no_hedge_and_records_why(
 def test_the_budget_bounds_hedges_to_one_plus_max_extra_a_call(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
-    # 1 + 0.5 * 4 = 3 hedges over 4 late calls.
+    # 0.5 of 4 calls, plus 1 a minute: 3 hedges over 4 late calls.
     for _ in range(4):
         mock_server.push_text("slow", delay=0.5)
     for _ in range(3):

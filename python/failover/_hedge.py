@@ -1,5 +1,5 @@
 """``Hedge``: hedged requests, the option (checked when given) and its
-native form, whose budget every call given this ``Hedge`` shares."""
+native form (what a learned ``after`` has learned lives there)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ class Hedge(Record):
     last 200 successful attempts took to deliver, within 0.1 s and 60 s; a
     provider with fewer than 20 of them is not hedged yet.
 
-    ``max_extra`` bounds the extra requests: a token bucket that each call
-    fills by ``max_extra`` and each hedge empties by one, so over ``n``
-    calls at most ``1 + max_extra * n`` hedges are sent (none with 0). The
-    budget is this object's: calls and clients given the same ``Hedge``
-    share it. ``after`` is real time, also under a ``FakeSleeper`` (it
-    measures a provider's latency; no virtual time passes during a request).
+    ``max_extra`` bounds the extra requests, as the retry budget bounds
+    retries: at most ``max_extra`` of the client's calls of the last minute,
+    plus one hedge a minute (none with 0). The budget is the client's state:
+    with ``RedisState``, the fleet's. ``after`` is real time, also under a
+    ``FakeSleeper`` (it measures a provider's latency; no virtual time
+    passes during a request).
     """
 
     __slots__ = ("after", "max_extra", "_native_hedge")

@@ -744,7 +744,13 @@ where
     // At most one hedge a call; a restart of a stream sends none.
     let mut hedged = resume.is_some();
     if let (Some(hedge), false) = (spec.hedge, hedged) {
-        hedge.budget.note_call();
+        match spec.state {
+            Some(state) => {
+                let key = super::hedge::BUDGET_KEY;
+                state.note_call(key, clock.wall(), &hedge.window());
+            }
+            None => hedge.budget.note_call(),
+        }
     }
     // (Made only for a client with limits; boxed below, the wait for room
     // is no part of a call without them.)
@@ -969,7 +975,17 @@ where
                                         .and_then(|(state, q)| state.cooling(q, clock.wall()));
                                     cooling.is_none()
                                 }) {
-                                    Some(to) if hedge.budget.spend() => {
+                                    Some(to)
+                                        if match spec.state {
+                                            Some(state) => state.spend_retry(
+                                                super::hedge::BUDGET_KEY,
+                                                clock.wall(),
+                                                &hedge.window(),
+                                                super::state::spare(remaining(clock)),
+                                            ),
+                                            None => hedge.budget.spend(),
+                                        } =>
+                                    {
                                         let to_slot = &spec.providers[to];
                                         let room = match spec.limiter {
                                             Some(limiter) if !to_slot.limits.is_empty() => limiter
@@ -987,7 +1003,9 @@ where
                                         match room {
                                             Ok(held) => Some((to, held)),
                                             Err(blocked) => {
-                                                hedge.budget.refund();
+                                                if spec.state.is_none() {
+                                                    hedge.budget.refund();
+                                                }
                                                 let why =
                                                     format!("hedge not sent: {}", blocked.why);
                                                 pass_over(&mut attempts, on_event, to, why);

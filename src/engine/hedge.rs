@@ -30,6 +30,10 @@ pub enum After {
     },
 }
 
+/// The key a client's state counts its calls and hedges under (no
+/// provider's key ends in `|`).
+pub const BUDGET_KEY: &str = "hedges|";
+
 /// A client's hedging: when, and how many.
 #[derive(Debug)]
 pub struct Hedge {
@@ -75,6 +79,18 @@ impl Hedge {
                 let at = sorted[rank.clamp(1, sorted.len()) - 1];
                 Some(at.clamp(FLOOR, CAP))
             }
+        }
+    }
+
+    /// The budget as a client's state keeps it (shared across the fleet
+    /// with a fleet-wide state): `max_extra` of the calls of the last
+    /// minute, plus one hedge a minute (none when `max_extra` is 0).
+    pub fn window(&self) -> super::state::RetryBudget {
+        let max_extra = self.budget.max_extra;
+        super::state::RetryBudget {
+            ratio: max_extra,
+            min_retries_per_second: if max_extra > 0.0 { 1.0 / 60.0 } else { 0.0 },
+            window: Duration::from_secs(60),
         }
     }
 
