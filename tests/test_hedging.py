@@ -182,6 +182,7 @@ def test_stats_count_a_hedge_as_no_failover(
     stats = client.stats()
     assert (stats.providers["a"].attempts, stats.providers["a"].failovers) == (1, 0)
     assert (stats.providers["b"].answered, stats.total.retries) == (1, 0)
+    assert (stats.providers["a"].hedged, stats.total.hedged) == (1, 1)
     client.close()
 
 

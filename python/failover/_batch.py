@@ -536,6 +536,7 @@ def _figures(figures: Any) -> dict[str, Any]:
         "retries": figures.retries,
         "failovers": figures.failovers,
         "waited": round(figures.waited, 3),
+        "hedged": figures.hedged,
         "failures": dict(figures.failures),
     }
 

@@ -29,6 +29,8 @@ class ProviderStats(Record):
     error kind (``{"rate_limited": 2}``). ``retries``: attempts at it after
     its first in the same call. ``failovers``: times a call left it for
     another provider. ``waited``: seconds slept before its attempts.
+    ``hedged``: its attempts cancelled because the other request of a hedge
+    delivered first (counted in ``attempts`` too).
     ``input_tokens``/``output_tokens``: the sum of what its attempts
     reported, ``None`` until one reported the figure. ``cost``: USD, the sum
     of its attempts' known costs, ``None`` until one had a cost (attempts
@@ -42,6 +44,7 @@ class ProviderStats(Record):
         "retries",
         "failovers",
         "waited",
+        "hedged",
         "input_tokens",
         "output_tokens",
         "cost",
@@ -52,6 +55,7 @@ class ProviderStats(Record):
     retries: int
     failovers: int
     waited: float
+    hedged: int
     input_tokens: int | None
     output_tokens: int | None
     cost: float | None
@@ -67,6 +71,7 @@ class ProviderStats(Record):
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         cost: float | None = None,
+        hedged: int = 0,
     ) -> None:
         self._init(
             answered=answered,
@@ -75,6 +80,7 @@ class ProviderStats(Record):
             retries=retries,
             failovers=failovers,
             waited=waited,
+            hedged=hedged,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost=cost,
@@ -118,6 +124,7 @@ class _Counters:
         self.retries = 0
         self.failovers = 0
         self.waited = 0.0
+        self.hedged = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.cost: float | None = None
@@ -133,6 +140,7 @@ class _Counters:
             self.input_tokens,
             self.output_tokens,
             self.cost,
+            self.hedged,
         )
 
 
@@ -167,6 +175,8 @@ class Tally:
                 if kind is not None:
                     counters.failures[kind] = counters.failures.get(kind, 0) + 1
                 counters.waited += attempt.waited
+                if attempt.hedged:
+                    counters.hedged += 1
                 usage = attempt.usage
                 if usage is not None:
                     counters.input_tokens = add_known(counters.input_tokens, usage.input_tokens)
@@ -196,6 +206,7 @@ def _total(providers: Iterable[ProviderStats]) -> ProviderStats:
         total.retries += stats.retries
         total.failovers += stats.failovers
         total.waited += stats.waited
+        total.hedged += stats.hedged
         total.input_tokens = add_known(total.input_tokens, stats.input_tokens)
         total.output_tokens = add_known(total.output_tokens, stats.output_tokens)
         total.cost = add_known(total.cost, stats.cost)
