@@ -92,16 +92,31 @@ def test_a_stream_is_hedged_until_its_first_content(
 
 
 def test_a_spent_budget_sends_no_hedge_and_records_why(
-    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+    mock_server: MockServer, backup_server: MockServer
 ) -> None:
+    # 0.01 of the minute's calls, plus one: the first late call is hedged,
+    # the second finds the budget spent and waits on.
+    mock_server.push_text("slow", delay=5.0)
     mock_server.push_text("slow but sure", delay=0.6)
-    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 0.0))
-    r = call(client)
+    backup_server.push_text("fast")
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 0.01))
+    assert client.prompt("Hi").provider == "b"
+    r = client.prompt("Hi")
     assert r.provider == "a"
     skipped = [(a.provider, a.skipped) for a in r.attempts if a.skipped]
     assert skipped == [("b", "hedge not sent: the hedge budget is spent")]
-    assert backup_server.requests == []
-    assert events == []
+    assert len(backup_server.requests) == 1
+    client.close()
+
+
+def test_max_extra_0_never_hedges_and_records_nothing(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push_text("slow but sure", delay=0.5)
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 0.0))
+    r = call(client)
+    assert [(a.provider, a.skipped) for a in r.attempts] == [("a", None)]
+    assert events == [] and backup_server.requests == []
     client.close()
 
 
@@ -224,3 +239,97 @@ def test_under_a_fake_sleeper_the_hedge_waits_real_time_and_records_no_sleep(
         client.close()
     # `after` is a provider's latency, not a wait the engine chose: no sleep.
     assert sleeper.sleeps == []
+
+
+RATE_LIMITED = {"error": {"message": "slow down", "type": "rate_limit"}}
+
+
+def test_a_failed_hedge_cools_its_provider_and_is_logged(
+    mock_server: MockServer, backup_server: MockServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="failover")
+    for _ in range(2):
+        mock_server.push_text("slow but sure", delay=0.5)
+    backup_server.push(401, json={"error": {"message": "Incorrect API key", "type": "auth"}})
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    first = client.prompt("Hi")
+    assert first.provider == "a"
+    assert [(a.provider, a.status, a.hedged) for a in first.attempts] == [
+        ("a", 200, False),
+        ("b", 401, True),
+    ]
+    # As any auth failure: logged at WARNING, and b cools (300 s).
+    warned = [
+        r for r in caplog.records if r.levelname == "WARNING" and "hedge: b failed" in r.message
+    ]
+    assert warned and warned[0].failover_kind == "auth"
+    assert client.cooldowns()["b"] > 250
+    # The next late call has no one to hedge to.
+    assert [a.provider for a in client.prompt("Hi").attempts] == ["a"]
+    assert len(backup_server.requests) == 1
+    stats = client.stats()
+    assert stats.total.failovers == 0 and stats.providers["b"].hedged == 1
+    client.close()
+
+
+def test_a_first_attempt_failing_during_its_hedge_keeps_its_own_time(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(500, json={"error": {"message": "boom"}}, delay=0.5)
+    backup_server.push_text("late but fine", delay=1.3)
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    r = call(client)
+    assert r.provider == "b"
+    first, second = r.attempts
+    assert (first.provider, first.status, first.hedged) == ("a", 500, True)
+    assert 0.4 < first.duration < 1.0  # its 500's time, not the hedge's
+    assert first.started < second.started
+    assert client.stats().total.failovers == 0
+    client.close()
+
+
+def test_a_hedge_goes_past_a_provider_without_room_to_one_with_it(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    with MockServer() as third:
+        stop = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        backup_server.push(sse=[oa_text("held"), stop])
+        mock_server.push_text("slow", delay=3.0)
+        third.push_text("from the third")
+        client = failover.Client(
+            {
+                "a": openai(mock_server),
+                "b": openai(backup_server, limit=failover.Limit(concurrency=1)),
+                "c": openai(third),
+            },
+            hedge=failover.Hedge(0.2, 1.0),
+        )
+        with client.stream("Hi", provider="b") as held:
+            next(iter(held))  # b's one slot is taken
+            started = time.monotonic()
+            r = client.prompt("Hi")
+            assert time.monotonic() - started < 2.0
+        assert r.provider == "c"
+        assert ("b", "hedge not sent: at its concurrency limit (1 in flight)") in [
+            (a.provider, a.skipped) for a in r.attempts
+        ]
+        client.close()
+
+
+@pytest.mark.mock_server(assert_all_used=False)
+def test_when_both_fail_the_hedge_was_its_providers_first_attempt(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(fault="hang")
+    backup_server.push(fault="hang")
+    for _ in range(4):
+        backup_server.push(500, json={"error": {"message": "boom"}})
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.3, 1.0), timeout=1.0)
+    with fake_sleep(), pytest.raises(failover.ServerError):
+        client.prompt("Hi")
+    # The hedge, then two retries (max_retries_last=2): three requests, not four.
+    assert len(backup_server.requests) == 3
+    assert [r.headers["x-retry-count"] for r in backup_server.requests] == ["0", "1", "2"]
+    client.close()

@@ -27,10 +27,11 @@ class Attempt(Record):
     generated; ``False``: it refused before generating, or was skipped;
     ``None``: it cannot be known, as after a timeout); ``cost`` its price in
     USD (``None`` without a price or usage); ``started`` when it was sent, in
-    Unix seconds. ``hedged`` is ``True`` on an attempt cancelled because the
-    other request of a hedge (``Client(hedge=)``) delivered first: it has no
-    status and no kind, and ``billed`` is ``None``: the provider may have
-    generated, and may charge, before its connection closed.
+    Unix seconds. ``hedged`` is ``True`` on an attempt that lost a hedge's
+    race (``Client(hedge=)``): cancelled because the other request delivered
+    first (no status, no kind, and ``billed`` ``None``: the provider may
+    have generated, and may charge, before its connection closed), or failed
+    while the other went on (its status and kind).
     """
 
     __slots__ = (

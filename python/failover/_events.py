@@ -238,7 +238,7 @@ def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, 
 def _hedge_started(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
     reason = f"no answer from {fields['provider']} after {fields['after']:.3f}s"
     event = HedgeStarted(reason=reason, **fields)
-    extra = _extra(event.call_id, event.provider, wait=event.after)
+    extra = _extra(event.call_id, event.provider)
     logger.info(
         "hedging %s with %s: %s [call %s]",
         event.provider,
@@ -258,6 +258,25 @@ def _hedge_won(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _E
         "hedge won by %s over %s [call %s]", event.winner, event.loser, event.call_id, extra=extra
     )
     return event, extra
+
+
+def _hedge_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
+    # Logged only: one request of a hedge failed while the other goes on.
+    import logging
+
+    error = fields["error"]
+    extra = _extra(fields["call_id"], fields["provider"], error.kind, error.status)
+    level = logging.WARNING if error.kind in _LOUD_KINDS else logging.INFO
+    logger.log(
+        level,
+        "hedge: %s failed while %s goes on: %s [call %s]",
+        fields["provider"],
+        fields["other"],
+        error,
+        fields["call_id"],
+        extra=extra,
+    )
+    return None, extra
 
 
 def _skipped(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
@@ -296,6 +315,7 @@ _READERS: dict[str, _Reader] = {
     "Skipped": _skipped,
     "HedgeStarted": _hedge_started,
     "HedgeWon": _hedge_won,
+    "HedgeFailed": _hedge_failed,
     "Notice": _notice,
     "Debug": _debug,
 }

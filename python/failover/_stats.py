@@ -29,8 +29,8 @@ class ProviderStats(Record):
     error kind (``{"rate_limited": 2}``). ``retries``: attempts at it after
     its first in the same call. ``failovers``: times a call left it for
     another provider. ``waited``: seconds slept before its attempts.
-    ``hedged``: its attempts cancelled because the other request of a hedge
-    delivered first (counted in ``attempts`` too).
+    ``hedged``: its attempts that lost a hedge's race, cancelled or failed
+    (counted in ``attempts`` too).
     ``input_tokens``/``output_tokens``: the sum of what its attempts
     reported, ``None`` until one reported the figure. ``cost``: USD, the sum
     of its attempts' known costs, ``None`` until one had a cost (attempts

@@ -106,6 +106,9 @@ impl CallEvents for Recorded {
                 format!("hedge to {}", plan.config(*to_provider).name)
             }
             Event::HedgeWon { winner, .. } => format!("hedge won by {}", plan.config(*winner).name),
+            Event::HedgeFailed { left, .. } => {
+                format!("hedge leg failed at {}", plan.config(left.provider).name)
+            }
         };
         self.0.lock().unwrap().push(what);
     }

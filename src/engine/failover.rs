@@ -377,6 +377,13 @@ pub enum Event {
         winner: usize,
         loser: usize,
     },
+    /// One request of a hedge failed while the other (at `other`) went on:
+    /// for the log only.
+    HedgeFailed {
+        call_id: String,
+        left: ProviderFailure,
+        other: usize,
+    },
 }
 
 /// Where a call picks up again after an answer it already handed out broke
@@ -644,6 +651,267 @@ async fn find_room(
     }
 }
 
+/// Who delivered first in a hedge's race.
+enum Won<T> {
+    /// The first attempt: its outcome (an answer before the hedge's, or its
+    /// end after the hedge failed) and how long it took.
+    First(Result<T, Failure>, Duration),
+    /// The hedge: its answer, the first attempt's record (cancelled, or
+    /// failed before), how long the hedge took and when it began.
+    Second(T, AttemptRecord, Duration, SystemTime),
+}
+
+/// A hedge's race, run out.
+struct Raced<T> {
+    outcome: Won<T>,
+    /// The hedge's record when the first attempt's outcome is the call's
+    /// (cancelled, or failed).
+    second_record: Option<AttemptRecord>,
+    /// The hedge's failure, when it failed.
+    second_failed: Option<Failure>,
+}
+
+/// Runs a late first attempt (at `first.0`) and its hedge (at `second.0`)
+/// side by side until one delivers or both fail; a failure of one leaves
+/// the call to the other (logged: a `HedgeFailed` event). What is dropped
+/// here (the loser) is cancelled, its connection closed.
+async fn race<T, P, B>(
+    spec: &CallSpec<'_>,
+    first: (
+        usize,
+        std::pin::Pin<&mut P>,
+        (Instant, SystemTime),
+        Duration,
+    ),
+    second: (usize, B),
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Raced<T>
+where
+    P: Future<Output = Result<T, Failure>>,
+    B: Future<Output = Result<T, Failure>>,
+{
+    let (index, mut primary, began, waited) = first;
+    let (to, backup) = second;
+    let hedge_began = (Instant::now(), SystemTime::now());
+    tokio::pin!(backup);
+    let failed_record = |provider, failure: &Failure, waited, took, started| AttemptRecord {
+        provider,
+        status: failure.status,
+        kind: Some(failure.kind),
+        waited,
+        duration: took,
+        skipped: None,
+        usage: failure.usage.as_deref().cloned(),
+        billed: failure.billed,
+        started,
+        hedged: true,
+    };
+    let mut primary_failed: Option<(Failure, Duration)> = None;
+    let mut second_record = None;
+    let mut second_failed = None;
+    let report = |provider: usize, failure: &Failure, on_event: &mut (dyn FnMut(Event) + Send)| {
+        on_event(Event::HedgeFailed {
+            call_id: spec.call_id.to_string(),
+            left: ProviderFailure {
+                provider,
+                failure: failure.clone(),
+                retry_after: None,
+            },
+            other: if provider == index { to } else { index },
+        });
+    };
+    loop {
+        tokio::select! {
+            outcome = &mut primary, if primary_failed.is_none() => {
+                let took = began.0.elapsed();
+                match outcome {
+                    Ok(value) => {
+                        if second_record.is_none() {
+                            // The hedge was still in flight: cancelled.
+                            second_record =
+                                Some(AttemptRecord::lost_race(to, Duration::ZERO, hedge_began));
+                            on_event(Event::HedgeWon {
+                                call_id: spec.call_id.to_string(),
+                                winner: index,
+                                loser: to,
+                            });
+                        }
+                        return Raced {
+                            outcome: Won::First(Ok(value), took),
+                            second_record,
+                            second_failed,
+                        };
+                    }
+                    Err(failure) if second_record.is_some() => {
+                        return Raced {
+                            outcome: Won::First(Err(failure), took),
+                            second_record,
+                            second_failed,
+                        };
+                    }
+                    Err(failure) => {
+                        report(index, &failure, on_event);
+                        primary_failed = Some((failure, took));
+                    }
+                }
+            }
+            outcome = &mut backup, if second_record.is_none() => {
+                let took = hedge_began.0.elapsed();
+                match outcome {
+                    Ok(value) => {
+                        let first_record = match primary_failed.take() {
+                            Some((failure, took_first)) => {
+                                failed_record(index, &failure, waited, took_first, began.1)
+                            }
+                            None => {
+                                on_event(Event::HedgeWon {
+                                    call_id: spec.call_id.to_string(),
+                                    winner: to,
+                                    loser: index,
+                                });
+                                AttemptRecord::lost_race(index, waited, began)
+                            }
+                        };
+                        return Raced {
+                            outcome: Won::Second(value, first_record, took, hedge_began.1),
+                            second_record: None,
+                            second_failed: None,
+                        };
+                    }
+                    Err(failure) => {
+                        second_record = Some(failed_record(
+                            to,
+                            &failure,
+                            Duration::ZERO,
+                            took,
+                            hedge_began.1,
+                        ));
+                        if let Some((first, took_first)) = primary_failed.take() {
+                            return Raced {
+                                outcome: Won::First(Err(first), took_first),
+                                second_record,
+                                second_failed: Some(failure),
+                            };
+                        }
+                        report(to, &failure, on_event);
+                        second_failed = Some(failure);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a late attempt at `index` is hedged: the next provider of the
+/// chain that can serve the call, is not cooling, and has room under its
+/// limits (its permit taken), if the hedge budget allows one. What is
+/// passed over, and a budget that refuses, are recorded.
+#[allow(clippy::too_many_arguments)]
+async fn hedge_target(
+    spec: &CallSpec<'_>,
+    clock: &dyn Clock,
+    hedge: &super::hedge::Hedge,
+    index: usize,
+    passed: &[Option<Passed>],
+    left: Option<Duration>,
+    attempts: &mut Vec<AttemptRecord>,
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Option<(usize, Option<Permit>)> {
+    let mut pass_over = |attempts: &mut Vec<AttemptRecord>, to: usize, why: String| {
+        attempts.push(AttemptRecord::skipped(to, &why));
+        on_event(Event::Skipped {
+            call_id: spec.call_id.to_string(),
+            provider: to,
+            reason: why,
+        });
+    };
+    let now = clock.wall();
+    let candidates: Vec<usize> = (index + 1..spec.providers.len())
+        .filter(|&i| {
+            let slot = &spec.providers[i];
+            let quota_cooling = spec
+                .state
+                .zip(slot.quota_key)
+                .and_then(|(state, quota)| state.cooling(quota, now));
+            slot.unable.is_none() && passed[i].is_none() && quota_cooling.is_none()
+        })
+        .filter(|&i| {
+            // Cooling since the call began (a failed hedge of an earlier call).
+            spec.state
+                .and_then(|state| state.cooling(spec.providers[i].state_key, now))
+                .is_none()
+        })
+        .collect();
+    let first = *candidates.first()?;
+    let granted = match spec.state {
+        Some(state) => state.spend_retry(
+            super::hedge::BUDGET_KEY,
+            now,
+            &hedge.window(),
+            super::state::spare(left),
+        ),
+        None => hedge.budget.spend(),
+    };
+    if !granted {
+        let why = "hedge not sent: the hedge budget is spent".to_string();
+        pass_over(attempts, first, why);
+        return None;
+    }
+    for &to in &candidates {
+        let slot = &spec.providers[to];
+        let Some(limiter) = spec.limiter.filter(|_| !slot.limits.is_empty()) else {
+            return Some((to, None));
+        };
+        let within = super::state::spare(left);
+        match limiter
+            .take(slot.limits, now, slot.tokens, None, within)
+            .await
+        {
+            Ok(permit) => return Some((to, Some(permit))),
+            Err(blocked) => pass_over(attempts, to, format!("hedge not sent: {}", blocked.why)),
+        }
+    }
+    if spec.state.is_none() {
+        hedge.budget.refund();
+    }
+    None
+}
+
+/// A provider given up on after `failure` (the wait it asked for:
+/// `hinted`) cools down in the shared state, so later calls go elsewhere.
+fn cool_given_up(
+    spec: &CallSpec<'_>,
+    clock: &dyn Clock,
+    slot: &ProviderSlot<'_>,
+    failure: &Failure,
+    hinted: Option<Duration>,
+) {
+    let Some(state) = spec.state else { return };
+    // Calls in flight when it began cooling fail together: one failure, not
+    // one doubling each.
+    let failures = state.failures_in_a_row(slot.state_key);
+    let streak = match state.cooling(slot.state_key, clock.wall()) {
+        Some(_) => failures.saturating_sub(1),
+        None => failures,
+    };
+    if let Some((cool_for, why)) = spec.policy.cooldown(failure.kind, hinted, streak) {
+        let now = clock.wall();
+        let until = now.checked_add(cool_for).unwrap_or(now);
+        let cause = Cause {
+            reason: why,
+            kind: Some(failure.kind),
+            status: failure.status,
+            retry_after: hinted,
+        };
+        // A rate limit is the quota's: every provider drawing on it cools
+        // with this one; an overload stays with it.
+        if let (ErrorKind::RateLimited, Some(quota)) = (failure.kind, slot.quota_key) {
+            state.cool(quota, now, until, &quota_cause(quota, &cause));
+        }
+        state.cool(slot.state_key, now, until, &cause);
+    }
+}
+
 /// Runs one call: tries each provider in order, retrying and sleeping as the
 /// policy decides, never past the deadline; with `resume`, it picks up after
 /// an answer already handed out broke off: from its provider on, with its
@@ -743,6 +1011,9 @@ where
     let mut room: Option<(usize, Option<Permit>, Duration)> = None;
     // At most one hedge a call; a restart of a stream sends none.
     let mut hedged = resume.is_some();
+    // The provider a failed hedge went to: its first attempt, if the call
+    // moves on to it.
+    let mut hedge_tried: Option<usize> = None;
     if let (Some(hedge), false) = (spec.hedge, hedged) {
         match spec.state {
             Some(state) => {
@@ -874,6 +1145,10 @@ where
             .as_ref()
             .filter(|r| r.provider == index)
             .map_or(0, |r| r.retries_done);
+        if hedge_tried == Some(index) {
+            // Its hedge was its first attempt.
+            retries_done = retries_done.max(1);
+        }
         let budget = spec.state.zip(spec.policy.budget.as_ref());
         if let (Some((state, budget)), None) = (budget, &resume) {
             state.note_call(slot.state_key, clock.wall(), budget);
@@ -940,21 +1215,24 @@ where
                 left,
             };
             let sent_at = spec.state.map_or(0, |state| state.epoch());
+            // A hedge's record, written after the first attempt's.
+            let mut held_back: Option<AttemptRecord> = None;
             // (The provider the outcome is from: a hedge's may be the next.)
             let mut at = index;
             let (outcome, duration, started) = match resume.take() {
                 Some(broken) => (Err(broken.failure), broken.duration, broken.started),
                 None => {
                     let began = (Instant::now(), SystemTime::now());
-                    // (When the winner's attempt began: a hedge's is its own.)
-                    let mut won = began;
                     let primary = attempt(index, bounds);
                     let hedge_after = spec
                         .hedge
-                        .filter(|_| !hedged)
+                        .filter(|hedge| !hedged && hedge.hedges())
                         .and_then(|hedge| Some((hedge, hedge.after_for(slot.state_key)?)));
-                    let outcome = match hedge_after {
-                        None => primary.await,
+                    match hedge_after {
+                        None => {
+                            let outcome = primary.await;
+                            (outcome, began.0.elapsed(), began.1)
+                        }
                         Some((hedge, after)) => {
                             tokio::pin!(primary);
                             let due = tokio::select! {
@@ -962,68 +1240,29 @@ where
                                 outcome = &mut primary => Err(outcome),
                                 () = clock.pause(after) => Ok(()),
                             };
-                            // Past `after`: the next provider the chain would
-                            // fail over to (not cooling, with room) gets the
-                            // same request, if the budget allows one.
                             let target = match due {
                                 Err(_) => None,
-                                Ok(()) => match next_able(index + 1).filter(|&to| {
-                                    let quota = spec.providers[to].quota_key;
-                                    let cooling = spec
-                                        .state
-                                        .zip(quota)
-                                        .and_then(|(state, q)| state.cooling(q, clock.wall()));
-                                    cooling.is_none()
-                                }) {
-                                    Some(to)
-                                        if match spec.state {
-                                            Some(state) => state.spend_retry(
-                                                super::hedge::BUDGET_KEY,
-                                                clock.wall(),
-                                                &hedge.window(),
-                                                super::state::spare(remaining(clock)),
-                                            ),
-                                            None => hedge.budget.spend(),
-                                        } =>
-                                    {
-                                        let to_slot = &spec.providers[to];
-                                        let room = match spec.limiter {
-                                            Some(limiter) if !to_slot.limits.is_empty() => limiter
-                                                .take(
-                                                    to_slot.limits,
-                                                    clock.wall(),
-                                                    to_slot.tokens,
-                                                    None,
-                                                    super::state::spare(remaining(clock)),
-                                                )
-                                                .await
-                                                .map(Some),
-                                            _ => Ok(None),
-                                        };
-                                        match room {
-                                            Ok(held) => Some((to, held)),
-                                            Err(blocked) => {
-                                                if spec.state.is_none() {
-                                                    hedge.budget.refund();
-                                                }
-                                                let why =
-                                                    format!("hedge not sent: {}", blocked.why);
-                                                pass_over(&mut attempts, on_event, to, why);
-                                                None
-                                            }
-                                        }
-                                    }
-                                    Some(to) => {
-                                        let why = "hedge not sent: the hedge budget is spent";
-                                        pass_over(&mut attempts, on_event, to, why.to_string());
-                                        None
-                                    }
-                                    None => None,
-                                },
+                                Ok(()) => {
+                                    let left = remaining(clock);
+                                    hedge_target(
+                                        spec,
+                                        clock,
+                                        hedge,
+                                        index,
+                                        &passed,
+                                        left,
+                                        &mut attempts,
+                                        on_event,
+                                    )
+                                    .await
+                                }
                             };
                             match (due, target) {
-                                (Err(outcome), _) => outcome,
-                                (Ok(()), None) => primary.await,
+                                (Err(outcome), _) => (outcome, began.0.elapsed(), began.1),
+                                (Ok(()), None) => {
+                                    let outcome = primary.await;
+                                    (outcome, began.0.elapsed(), began.1)
+                                }
                                 (Ok(()), Some((to, held))) => {
                                     hedged = true;
                                     on_event(Event::HedgeStarted {
@@ -1039,98 +1278,52 @@ where
                                         }),
                                         left,
                                     };
-                                    let hedge_began = (Instant::now(), SystemTime::now());
-                                    let backup = attempt(to, hedge_bounds);
-                                    tokio::pin!(backup);
-                                    let mut held = held;
-                                    let mut primary_failed: Option<Failure> = None;
-                                    let mut backup_failed = false;
-                                    loop {
-                                        tokio::select! {
-                                            outcome = &mut primary, if primary_failed.is_none() => {
-                                                match outcome {
-                                                    Ok(value) => {
-                                                        if !backup_failed {
-                                                            attempts.push(AttemptRecord::lost_race(
-                                                                to,
-                                                                Duration::ZERO,
-                                                                hedge_began,
-                                                            ));
-                                                            on_event(Event::HedgeWon {
-                                                                call_id: spec.call_id.to_string(),
-                                                                winner: index,
-                                                                loser: to,
-                                                            });
-                                                        }
-                                                        break Ok(value);
-                                                    }
-                                                    Err(failure) if backup_failed => break Err(failure),
-                                                    Err(failure) => primary_failed = Some(failure),
-                                                }
-                                            }
-                                            outcome = &mut backup, if !backup_failed => {
-                                                match outcome {
-                                                    Ok(value) => {
-                                                        match primary_failed.take() {
-                                                            Some(failure) => attempts.push(AttemptRecord {
-                                                                provider: index,
-                                                                status: failure.status,
-                                                                kind: Some(failure.kind),
-                                                                waited,
-                                                                duration: began.0.elapsed(),
-                                                                skipped: None,
-                                                                usage: failure.usage.as_deref().cloned(),
-                                                                billed: failure.billed,
-                                                                started: began.1,
-                                                                hedged: false,
-                                                            }),
-                                                            None => {
-                                                                attempts.push(AttemptRecord::lost_race(
-                                                                    index, waited, began,
-                                                                ));
-                                                                on_event(Event::HedgeWon {
-                                                                    call_id: spec.call_id.to_string(),
-                                                                    winner: to,
-                                                                    loser: index,
-                                                                });
-                                                            }
-                                                        }
-                                                        // The winner's share of the limits is the
-                                                        // call's now; the loser's slot is free.
-                                                        drop(std::mem::replace(&mut permit, held.take()));
-                                                        at = to;
-                                                        won = hedge_began;
-                                                        waited = Duration::ZERO;
-                                                        break Ok(value);
-                                                    }
-                                                    Err(failure) => {
-                                                        attempts.push(AttemptRecord {
-                                                            provider: to,
-                                                            status: failure.status,
-                                                            kind: Some(failure.kind),
-                                                            waited: Duration::ZERO,
-                                                            duration: hedge_began.0.elapsed(),
-                                                            skipped: None,
-                                                            usage: failure.usage.as_deref().cloned(),
-                                                            billed: failure.billed,
-                                                            started: hedge_began.1,
-                                                            hedged: false,
-                                                        });
-                                                        drop(held.take());
-                                                        backup_failed = true;
-                                                        if let Some(failure) = primary_failed.take() {
-                                                            break Err(failure);
-                                                        }
-                                                    }
-                                                }
-                                            }
+                                    let raced = race(
+                                        spec,
+                                        (index, primary, began, waited),
+                                        (to, attempt(to, hedge_bounds)),
+                                        on_event,
+                                    )
+                                    .await;
+                                    // The hedge's own record comes after the
+                                    // first's (in the order they began); a
+                                    // failed one cools its provider and counts
+                                    // as its first attempt if the call moves on
+                                    // to it.
+                                    if let Some(lost) = &raced.second_failed {
+                                        let hinted = spec.policy.server_wait(&Situation::new(
+                                            lost,
+                                            0,
+                                            false,
+                                            clock.wall(),
+                                            spec.providers[to].overloaded_statuses,
+                                        ));
+                                        cool_given_up(
+                                            spec,
+                                            clock,
+                                            &spec.providers[to],
+                                            lost,
+                                            hinted,
+                                        );
+                                        hedge_tried = Some(to);
+                                    }
+                                    held_back = raced.second_record;
+                                    match raced.outcome {
+                                        Won::First(outcome, took) => (outcome, took, began.1),
+                                        Won::Second(value, first_record, took, started) => {
+                                            attempts.push(first_record);
+                                            // The winner's share of the limits is the
+                                            // call's now; the loser's slot is free.
+                                            drop(std::mem::replace(&mut permit, held));
+                                            at = to;
+                                            waited = Duration::ZERO;
+                                            (Ok(value), took, started)
                                         }
                                     }
                                 }
                             }
                         }
-                    };
-                    (outcome, won.0.elapsed(), won.1)
+                    }
                 }
             };
             let slot = &spec.providers[at];
@@ -1177,6 +1370,7 @@ where
                         started,
                         hedged: false,
                     });
+                    attempts.extend(held_back.take());
                     if let (Some(permit), Some(used)) = (&permit, value.settled_usage()) {
                         if let Some(tokens) = used.total() {
                             permit.correct(tokens);
@@ -1203,6 +1397,7 @@ where
                 started,
                 hedged: false,
             });
+            attempts.extend(held_back.take());
             let situation = Situation::new(
                 &failure,
                 retries_done,
@@ -1328,31 +1523,7 @@ where
                 Decision::GiveUp { fail_over } => (fail_over, reason),
             };
             // Given up on: it cools down, so later calls go elsewhere.
-            if let Some(state) = spec.state {
-                // Calls in flight when it began cooling fail together: one
-                // failure, not one doubling each.
-                let failures = state.failures_in_a_row(slot.state_key);
-                let streak = match state.cooling(slot.state_key, clock.wall()) {
-                    Some(_) => failures.saturating_sub(1),
-                    None => failures,
-                };
-                if let Some((cool_for, why)) = spec.policy.cooldown(failure.kind, hinted, streak) {
-                    let now = clock.wall();
-                    let until = now.checked_add(cool_for).unwrap_or(now);
-                    let cause = Cause {
-                        reason: why,
-                        kind: Some(failure.kind),
-                        status: failure.status,
-                        retry_after: hinted,
-                    };
-                    // A rate limit is the quota's: every provider drawing on
-                    // it cools with this one; an overload stays with it.
-                    if let (ErrorKind::RateLimited, Some(quota)) = (failure.kind, slot.quota_key) {
-                        state.cool(quota, now, until, &quota_cause(quota, &cause));
-                    }
-                    state.cool(slot.state_key, now, until, &cause);
-                }
-            }
+            cool_given_up(spec, clock, slot, &failure, hinted);
             if fail_over && !is_last {
                 let left = left(failure);
                 on_event(Event::FailedOver {
@@ -1620,22 +1791,30 @@ mod tests {
         let ok = result.unwrap();
         assert_eq!((ok.value, ok.provider), ("first", 0));
         assert_eq!(calls, vec![0, 1]);
-        let seen: Vec<_> = ok.attempts.iter().map(|a| (a.provider, a.status)).collect();
-        assert_eq!(seen, vec![(1, Some(500)), (0, Some(200))]);
+        // In the order they began; the failed hedge marked as the race's loser.
+        let seen: Vec<_> = ok
+            .attempts
+            .iter()
+            .map(|a| (a.provider, a.status, a.hedged))
+            .collect();
+        assert_eq!(seen, vec![(0, Some(200), false), (1, Some(500), true)]);
         // No winner of a race: the hedge failed before the first answered.
-        assert!(matches!(events[..], [Event::HedgeStarted { .. }]));
+        assert!(matches!(
+            events[..],
+            [
+                Event::HedgeStarted { .. },
+                Event::HedgeFailed { other: 0, .. }
+            ]
+        ));
     }
 
     #[test]
-    fn a_spent_budget_sends_no_hedge_and_says_so() {
-        let (result, _, calls) = hedged((Some(80), Ok("first")), Ok("backup"), 0.0);
+    fn a_max_extra_of_0_never_hedges_nor_says_so() {
+        let (result, events, calls) = hedged((Some(80), Ok("first")), Ok("backup"), 0.0);
         let ok = result.unwrap();
-        assert_eq!(ok.provider, 0);
+        assert_eq!((ok.provider, ok.attempts.len()), (0, 1));
         assert_eq!(calls, vec![0]);
-        assert_eq!(
-            ok.attempts[0].skipped.as_deref(),
-            Some("hedge not sent: the hedge budget is spent")
-        );
+        assert!(events.is_empty());
     }
 
     #[test]

@@ -82,6 +82,12 @@ impl Hedge {
         }
     }
 
+    /// Whether it ever hedges (a `max_extra` of 0 never does: no hedge is
+    /// looked for, nor a refusal recorded).
+    pub fn hedges(&self) -> bool {
+        self.budget.max_extra > 0.0
+    }
+
     /// The budget as a client's state keeps it (shared across the fleet
     /// with a fleet-wide state): `max_extra` of the calls of the last
     /// minute, plus one hedge a minute (none when `max_extra` is 0).

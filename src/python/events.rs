@@ -120,6 +120,20 @@ impl EventTarget {
                 fields.set_item("after", after.as_secs_f64())?;
                 Ok("HedgeStarted")
             }
+            Event::HedgeFailed {
+                call_id,
+                left,
+                other,
+            } => {
+                fields.set_item("call_id", call_id)?;
+                fields.set_item("provider", name(left.provider))?;
+                fields.set_item("other", name(*other))?;
+                fields.set_item(
+                    "error",
+                    provider_error(py, left, &plan.configs(), None, None)?,
+                )?;
+                Ok("HedgeFailed")
+            }
             Event::HedgeWon {
                 call_id,
                 winner,
