@@ -24,7 +24,7 @@ import pytest
 import failover
 from failover.testing import FakeSleeper, MockServer
 
-from conftest import KEY, ant, anthropic, gemini, oa, ollama, openai
+from conftest import KEY, ant, anthropic, gemini, oa, ollama, openai, wait_for
 
 DEADLINE = 0.5
 BOUND = DEADLINE + 3.0  # the call must end well before the keep-alives would
@@ -301,3 +301,16 @@ def test_deadline_cutting_an_attempt_short_is_deadline_exceeded(mock_server, cal
     assert isinstance(info.value, TimeoutError)
     assert isinstance(info.value.__cause__, failover.ProviderTimeout)
     assert len(info.value.attempts) == 1
+
+
+def test_a_request_the_deadline_cuts_short_has_its_connection_closed_at_once(
+    call: Any, mock_server: MockServer
+) -> None:
+    # The provider sees its client leave (and may stop generating), on the
+    # sync face too, whose runtime otherwise runs only during calls.
+    mock_server.push_text("too late", delay=5.0)
+    client = failover.Client({"a": openai(mock_server)})
+    with pytest.raises(failover.DeadlineExceeded):
+        call(client, deadline=0.3)
+    wait_for(lambda: mock_server.left_early == 1, within=2)
+    client.close()

@@ -16,7 +16,7 @@ import pytest
 import failover
 from failover.testing import MockServer, fake_sleep
 
-from conftest import collect, oa, oa_text, openai
+from conftest import collect, oa, oa_text, openai, wait_for
 
 HEDGE = failover.Hedge(after=0.2, max_extra=1.0)
 
@@ -47,6 +47,8 @@ def test_a_late_answer_is_hedged_and_the_first_to_deliver_wins(
     # Whether the cancelled request is billed cannot be known.
     assert loser.billed is None
     assert (winner.provider, winner.status, winner.hedged) == ("b", 200, False)
+    # The slow provider saw its client leave: the loser's connection was closed.
+    wait_for(lambda: mock_server.left_early == 1, within=5)
     started_event, won = [
         e for e in events if isinstance(e, (failover.HedgeStarted, failover.HedgeWon))
     ]
@@ -333,3 +335,37 @@ def test_when_both_fail_the_hedge_was_its_providers_first_attempt(
     assert len(backup_server.requests) == 3
     assert [r.headers["x-retry-count"] for r in backup_server.requests] == ["0", "1", "2"]
     client.close()
+
+
+def test_a_first_attempt_failing_during_its_hedge_cools_its_provider(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(401, json={"error": {"message": "bad key", "type": "auth"}}, delay=0.5)
+    backup_server.push_text("from b", delay=0.6)
+    client, events = chain(mock_server, backup_server, hedge=failover.Hedge(0.2, 1.0))
+    assert call(client).provider == "b"
+    assert client.cooldowns()["a"] > 250  # an auth failure's 300 s
+    won = [e for e in events if isinstance(e, failover.HedgeWon)]
+    assert [(e.winner, e.loser) for e in won] == [("b", "a")]
+    client.close()
+
+
+def test_what_a_hedge_passes_over_is_recorded_after_the_attempt_in_flight(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    with MockServer() as third:
+        backup_server.push(429, headers={"retry-after": "100"}, json=RATE_LIMITED)
+        client = failover.Client(
+            {"a": openai(mock_server), "b": openai(backup_server), "c": openai(third)},
+            hedge=failover.Hedge(0.2, 1.0),
+        )
+        with pytest.raises(failover.RateLimited):
+            client.prompt("Hi", provider="b")  # b asks for 100 s: it cools
+        mock_server.push_text("slow", delay=3.0)
+        third.push_text("from c")
+        r = client.prompt("Hi")
+        assert r.provider == "c"
+        seen = [(a.provider, a.hedged, a.skipped is not None) for a in r.attempts]
+        assert seen == [("a", True, False), ("b", False, True), ("c", False, False)]
+        assert "hedge not sent: cooling down" in (r.attempts[1].skipped or "")
+        client.close()

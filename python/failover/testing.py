@@ -579,6 +579,13 @@ class MockServer:
         return int(self._native.max_in_flight)
 
     @property
+    def left_early(self) -> int:
+        """How many requests' clients closed their connection while the
+        answer was delayed (``delay=``), before any of it was sent: a call
+        cancelled, or a hedge's loser."""
+        return int(self._native.left_early)
+
+    @property
     def pending(self) -> int:
         """Scripted responses not served yet."""
         return self._native.pending

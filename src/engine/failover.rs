@@ -669,6 +669,8 @@ struct Raced<T> {
     second_record: Option<AttemptRecord>,
     /// The hedge's failure, when it failed.
     second_failed: Option<Failure>,
+    /// The first attempt's failure, when it failed and the hedge answered.
+    first_failed: Option<Failure>,
 }
 
 /// Runs a late first attempt (at `first.0`) and its hedge (at `second.0`)
@@ -730,16 +732,17 @@ where
                             // The hedge was still in flight: cancelled.
                             second_record =
                                 Some(AttemptRecord::lost_race(to, Duration::ZERO, hedge_began));
-                            on_event(Event::HedgeWon {
-                                call_id: spec.call_id.to_string(),
-                                winner: index,
-                                loser: to,
-                            });
                         }
+                        on_event(Event::HedgeWon {
+                            call_id: spec.call_id.to_string(),
+                            winner: index,
+                            loser: to,
+                        });
                         return Raced {
                             outcome: Won::First(Ok(value), took),
                             second_record,
                             second_failed,
+                            first_failed: None,
                         };
                     }
                     Err(failure) if second_record.is_some() => {
@@ -747,6 +750,7 @@ where
                             outcome: Won::First(Err(failure), took),
                             second_record,
                             second_failed,
+                            first_failed: None,
                         };
                     }
                     Err(failure) => {
@@ -759,23 +763,23 @@ where
                 let took = hedge_began.0.elapsed();
                 match outcome {
                     Ok(value) => {
-                        let first_record = match primary_failed.take() {
-                            Some((failure, took_first)) => {
-                                failed_record(index, &failure, waited, took_first, began.1)
-                            }
-                            None => {
-                                on_event(Event::HedgeWon {
-                                    call_id: spec.call_id.to_string(),
-                                    winner: to,
-                                    loser: index,
-                                });
-                                AttemptRecord::lost_race(index, waited, began)
-                            }
+                        let (first_record, first_failed) = match primary_failed.take() {
+                            Some((failure, took_first)) => (
+                                failed_record(index, &failure, waited, took_first, began.1),
+                                Some(failure),
+                            ),
+                            None => (AttemptRecord::lost_race(index, waited, began), None),
                         };
+                        on_event(Event::HedgeWon {
+                            call_id: spec.call_id.to_string(),
+                            winner: to,
+                            loser: index,
+                        });
                         return Raced {
                             outcome: Won::Second(value, first_record, took, hedge_began.1),
                             second_record: None,
                             second_failed: None,
+                            first_failed,
                         };
                     }
                     Err(failure) => {
@@ -791,6 +795,7 @@ where
                                 outcome: Won::First(Err(first), took_first),
                                 second_record,
                                 second_failed: Some(failure),
+                                first_failed: None,
                             };
                         }
                         report(to, &failure, on_event);
@@ -814,7 +819,7 @@ async fn hedge_target(
     index: usize,
     passed: &[Option<Passed>],
     left: Option<Duration>,
-    attempts: &mut Vec<AttemptRecord>,
+    late: &mut Vec<AttemptRecord>,
     on_event: &mut (dyn FnMut(Event) + Send),
 ) -> Option<(usize, Option<Permit>)> {
     let mut pass_over = |attempts: &mut Vec<AttemptRecord>, to: usize, why: String| {
@@ -826,23 +831,32 @@ async fn hedge_target(
         });
     };
     let now = clock.wall();
-    let candidates: Vec<usize> = (index + 1..spec.providers.len())
-        .filter(|&i| {
-            let slot = &spec.providers[i];
-            let quota_cooling = spec
-                .state
-                .zip(slot.quota_key)
-                .and_then(|(state, quota)| state.cooling(quota, now));
-            slot.unable.is_none() && passed[i].is_none() && quota_cooling.is_none()
-        })
-        .filter(|&i| {
-            // Cooling since the call began (a failed hedge of an earlier call).
-            spec.state
-                .and_then(|state| state.cooling(spec.providers[i].state_key, now))
-                .is_none()
-        })
-        .collect();
-    let first = *candidates.first()?;
+    // Those that cannot serve the call are no candidates; those cooling
+    // (since the call began too: a failed hedge of another call) are passed
+    // over, and recorded, if a hedge goes further down the chain.
+    let mut candidates: Vec<(usize, Option<String>)> = Vec::new();
+    let later = spec
+        .providers
+        .iter()
+        .zip(passed)
+        .enumerate()
+        .skip(index + 1);
+    for (i, (slot, passed)) in later {
+        if slot.unable.is_some() {
+            continue;
+        }
+        let cooling = passed.as_ref().map(|p| p.why(now)).or_else(|| {
+            let state = spec.state?;
+            let cooling = state
+                .cooling(slot.state_key, now)
+                .or_else(|| state.cooling(slot.quota_key?, now))?;
+            Some(Passed::Cooling(cooling).why(now))
+        });
+        candidates.push((i, cooling));
+    }
+    let first = candidates
+        .iter()
+        .find_map(|(i, cooling)| cooling.is_none().then_some(*i))?;
     let granted = match spec.state {
         Some(state) => state.spend_retry(
             super::hedge::BUDGET_KEY,
@@ -854,10 +868,14 @@ async fn hedge_target(
     };
     if !granted {
         let why = "hedge not sent: the hedge budget is spent".to_string();
-        pass_over(attempts, first, why);
+        pass_over(late, first, why);
         return None;
     }
-    for &to in &candidates {
+    for (to, cooling) in candidates {
+        if let Some(why) = cooling {
+            pass_over(late, to, format!("hedge not sent: {why}"));
+            continue;
+        }
         let slot = &spec.providers[to];
         let Some(limiter) = spec.limiter.filter(|_| !slot.limits.is_empty()) else {
             return Some((to, None));
@@ -868,7 +886,7 @@ async fn hedge_target(
             .await
         {
             Ok(permit) => return Some((to, Some(permit))),
-            Err(blocked) => pass_over(attempts, to, format!("hedge not sent: {}", blocked.why)),
+            Err(blocked) => pass_over(late, to, format!("hedge not sent: {}", blocked.why)),
         }
     }
     if spec.state.is_none() {
@@ -1215,8 +1233,9 @@ where
                 left,
             };
             let sent_at = spec.state.map_or(0, |state| state.epoch());
-            // A hedge's record, written after the first attempt's.
-            let mut held_back: Option<AttemptRecord> = None;
+            // What a hedge passed over and the hedge's record, written after
+            // the first attempt's (in the order they began).
+            let mut held_back: Vec<AttemptRecord> = Vec::new();
             // (The provider the outcome is from: a hedge's may be the next.)
             let mut at = index;
             let (outcome, duration, started) = match resume.take() {
@@ -1251,7 +1270,7 @@ where
                                         index,
                                         &passed,
                                         left,
-                                        &mut attempts,
+                                        &mut held_back,
                                         on_event,
                                     )
                                     .await
@@ -1290,28 +1309,38 @@ where
                                     // failed one cools its provider and counts
                                     // as its first attempt if the call moves on
                                     // to it.
-                                    if let Some(lost) = &raced.second_failed {
+                                    let cool = |at: usize, failure: &Failure| {
                                         let hinted = spec.policy.server_wait(&Situation::new(
-                                            lost,
+                                            failure,
                                             0,
                                             false,
                                             clock.wall(),
-                                            spec.providers[to].overloaded_statuses,
+                                            spec.providers[at].overloaded_statuses,
                                         ));
                                         cool_given_up(
                                             spec,
                                             clock,
-                                            &spec.providers[to],
-                                            lost,
+                                            &spec.providers[at],
+                                            failure,
                                             hinted,
                                         );
+                                    };
+                                    if let Some(lost) = &raced.second_failed {
+                                        cool(to, lost);
                                         hedge_tried = Some(to);
                                     }
-                                    held_back = raced.second_record;
+                                    if let Some(lost) = &raced.first_failed {
+                                        cool(index, lost);
+                                    }
+                                    held_back.extend(raced.second_record);
                                     match raced.outcome {
                                         Won::First(outcome, took) => (outcome, took, began.1),
                                         Won::Second(value, first_record, took, started) => {
+                                            // In the order they began: the first
+                                            // attempt, what the hedge passed over,
+                                            // then the hedge's answer.
                                             attempts.push(first_record);
+                                            attempts.append(&mut held_back);
                                             // The winner's share of the limits is the
                                             // call's now; the loser's slot is free.
                                             drop(std::mem::replace(&mut permit, held));
@@ -1370,7 +1399,7 @@ where
                         started,
                         hedged: false,
                     });
-                    attempts.extend(held_back.take());
+                    attempts.append(&mut held_back);
                     if let (Some(permit), Some(used)) = (&permit, value.settled_usage()) {
                         if let Some(tokens) = used.total() {
                             permit.correct(tokens);
@@ -1397,7 +1426,7 @@ where
                 started,
                 hedged: false,
             });
-            attempts.extend(held_back.take());
+            attempts.append(&mut held_back);
             let situation = Situation::new(
                 &failure,
                 retries_done,
@@ -1798,12 +1827,17 @@ mod tests {
             .map(|a| (a.provider, a.status, a.hedged))
             .collect();
         assert_eq!(seen, vec![(0, Some(200), false), (1, Some(500), true)]);
-        // No winner of a race: the hedge failed before the first answered.
+        // The hedge failed first (logged); the first attempt then won.
         assert!(matches!(
             events[..],
             [
                 Event::HedgeStarted { .. },
-                Event::HedgeFailed { other: 0, .. }
+                Event::HedgeFailed { other: 0, .. },
+                Event::HedgeWon {
+                    winner: 0,
+                    loser: 1,
+                    ..
+                }
             ]
         ));
     }

@@ -148,6 +148,37 @@ pub struct ReqwestTransport {
     proxy_host: Option<String>,
 }
 
+thread_local! {
+    /// Whether a request was dropped on this thread before its answer was
+    /// all read (a deadline, a hedge's loser, Ctrl-C): its connection's task
+    /// must still run to close the socket, which a runtime driven only
+    /// during calls (the sync face's) does at once only if told.
+    static ABANDONED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a request was abandoned on this thread since the last ask.
+pub fn take_abandoned() -> bool {
+    ABANDONED.with(|abandoned| abandoned.replace(false))
+}
+
+/// Armed while a request is in flight: dropped armed, it notes that the
+/// request was abandoned.
+struct InFlight(bool);
+
+impl InFlight {
+    fn done(mut self) {
+        self.0 = false;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0 {
+            ABANDONED.with(|abandoned| abandoned.set(true));
+        }
+    }
+}
+
 impl ReqwestTransport {
     /// Fails, with a message for the caller, on an option reqwest refuses.
     pub fn new(options: &TransportOptions) -> Result<Self, String> {
@@ -195,8 +226,11 @@ impl ReqwestTransport {
     }
 
     async fn send_inner(&self, request: &HttpRequest) -> Result<HttpResponse, Failure> {
+        let in_flight = InFlight(true);
         let (response, status, headers) = self.start(request).await?;
-        read_body(response, status, headers, &request.url).await
+        let read = read_body(response, status, headers, &request.url).await;
+        in_flight.done();
+        read
     }
 
     /// Sends the request and waits for the response head.
@@ -239,7 +273,10 @@ impl ReqwestTransport {
     /// piece), any other status's body whole, for its error.
     pub async fn open(&self, request: &HttpRequest, timeout: Duration) -> Result<Opened, Failure> {
         let opened = async {
-            let (response, status, headers) = self.start(request).await?;
+            let in_flight = InFlight(true);
+            let started = self.start(request).await;
+            in_flight.done();
+            let (response, status, headers) = started?;
             if (200..300).contains(&status) {
                 return Ok(Opened::Streaming {
                     status,

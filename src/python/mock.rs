@@ -111,6 +111,11 @@ impl NativeMockServer {
     }
 
     #[getter]
+    fn left_early(&self) -> usize {
+        self.server.left_early()
+    }
+
+    #[getter]
     fn pending(&self) -> usize {
         self.server.pending()
     }

@@ -343,7 +343,26 @@ impl SyncDriver {
                     });
                     first_slice = false;
                     match slice? {
-                        Ok(value) => return Ok(value),
+                        Ok(value) => {
+                            if crate::http::take_abandoned() {
+                                // A request it dropped (a deadline, a
+                                // hedge's loser): its connection's task
+                                // closes the socket now, not at this
+                                // thread's next call.
+                                LOCAL.with(|local| {
+                                    if let Some(driver) = local.borrow().as_ref() {
+                                        py.detach(|| {
+                                            driver.runtime().block_on(async {
+                                                for _ in 0..4 {
+                                                    tokio::task::yield_now().await;
+                                                }
+                                            })
+                                        });
+                                    }
+                                });
+                            }
+                            return Ok(value);
+                        }
                         Err(_) => py.check_signals()?,
                     }
                 }

@@ -139,6 +139,9 @@ struct State {
     /// and the most there ever were at once.
     in_flight: usize,
     max_in_flight: usize,
+    /// Requests whose client left while their answer was delayed (before
+    /// any of it was sent).
+    left_early: usize,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -210,6 +213,12 @@ impl MockServer {
     /// arrival until its response was all sent, or its client left).
     pub fn max_in_flight(&self) -> usize {
         lock(&self.shared).max_in_flight
+    }
+
+    /// How many requests' clients closed their connection while the answer
+    /// was delayed (a call cancelled, a hedge's loser).
+    pub fn left_early(&self) -> usize {
+        lock(&self.shared).left_early
     }
 
     /// Number of scripted responses not yet served.

@@ -94,7 +94,7 @@ async fn serve_connection(mut stream: TcpStream, shared: Shared) {
                 .unwrap_or_else(|| error_response(500, &unscripted, "mock_unscripted"))
         };
         let answering = Answering(Arc::clone(&shared));
-        let after = respond(&mut stream, response, is_head, client_keep_alive).await;
+        let after = respond(&mut stream, response, is_head, client_keep_alive, &shared).await;
         drop(answering);
         match after {
             Ok(After::KeepAlive) => continue,
@@ -127,6 +127,7 @@ async fn respond(
     response: ScriptedResponse,
     is_head: bool,
     client_keep_alive: bool,
+    shared: &Shared,
 ) -> io::Result<After> {
     if response.fault == Some(Fault::Hang) {
         // Never answer; keep the socket until the client leaves or shutdown.
@@ -139,7 +140,24 @@ async fn respond(
         }
     }
     if !response.delay.is_zero() {
-        tokio::time::sleep(response.delay).await;
+        // Waiting, it listens: a client that closes its connection meanwhile
+        // (a call cancelled) is seen leaving, and nothing is sent to it.
+        let delay = tokio::time::sleep(response.delay);
+        tokio::pin!(delay);
+        let mut scratch = [0u8; 4096];
+        loop {
+            tokio::select! {
+                () = &mut delay => break,
+                read = stream.read(&mut scratch) => match read {
+                    Ok(0) | Err(_) => {
+                        lock(shared).left_early += 1;
+                        return Ok(After::Drop);
+                    }
+                    // (An HTTP/1.1 client sends nothing while it waits.)
+                    Ok(_) => {}
+                },
+            }
+        }
     }
     let (cut, stall) = match response.fault {
         Some(Fault::Reset) => return Ok(After::Reset),
@@ -266,6 +284,27 @@ mod tests {
         let r = roundtrip(&mut c, "GET / HTTP/1.1\r\n\r\n").await;
         assert_eq!(r.status, 200);
         assert!(start.elapsed() >= Duration::from_millis(150));
+    }
+
+    #[tokio::test]
+    async fn a_client_leaving_during_a_delay_is_counted() {
+        let server = MockServer::start(&Handle::current()).unwrap();
+        let mut r = json(200, "{}");
+        r.delay = Duration::from_secs(30);
+        server.push(r).unwrap();
+        let mut c = connect(&server).await;
+        c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        while server.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(server.left_early(), 0);
+        drop(c);
+        let start = Instant::now();
+        while server.left_early() == 0 {
+            assert!(start.elapsed() < Duration::from_secs(5), "not seen leaving");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(server.left_early(), 1);
     }
 
     #[tokio::test]
