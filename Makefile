@@ -7,7 +7,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test test-rust test-python fuzz develop release lint fmt bench soak clean
+.PHONY: all demo test test-rust test-python fuzz develop release lint fmt bench soak clean docs
 
 all: test
 
@@ -26,11 +26,17 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q "opentelemetry-sdk==1.45.2"
 	# rich: the batch command's live progress bar (tests/test_batch.py reads it in tmux).
 	$(PY) -m pip install -q "rich==15.0.0"
+	# The docs site's tools: tests/test_readme.py builds it strict, as `make docs` does.
+	$(PY) -m pip install -q "mkdocs==1.6.1" "mkdocs-material==9.7.0" "mkdocstrings-python==2.0.1"
 	touch $@
 
 # Builds the extension into python/failover (editable install, fast dev profile).
 develop: $(VENV)/.installed
 	$(VENV)/bin/maturin develop -q --profile dev
+
+# The docs site (docs/, mkdocs-material), built strict: no broken link, anchor or reference.
+docs: develop
+	$(VENV)/bin/mkdocs build --strict
 
 # Optimised build, for the demo and the benchmarks.
 release: $(VENV)/.installed

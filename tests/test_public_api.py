@@ -176,3 +176,21 @@ def test_public_names_report_the_package_and_still_pickle_and_resolve():
         if isinstance(value, type):
             typing.get_type_hints(value)  # resolved where they were written
     assert repr(failover.RateLimited) == "<class 'failover.RateLimited'>"
+
+
+def test_the_version_is_cargos_and_the_cli_says_it():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    cargo = tomllib.loads((Path(__file__).resolve().parents[1] / "Cargo.toml").read_text())
+    assert failover.__version__ == cargo["package"]["version"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "failover", "--version"], capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.strip() == f"failover {failover.__version__}"

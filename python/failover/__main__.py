@@ -32,6 +32,7 @@ from . import (
     Price,
     Provider,
     RetryScheduled,
+    __version__,
 )
 
 if TYPE_CHECKING:
@@ -454,6 +455,7 @@ def prompt(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m failover")
+    parser.add_argument("--version", action="version", version=f"failover {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="run the engine against local simulated providers")
     d.add_argument("--fake-sleep", action="store_true", help="record sleeps instead of sleeping")
