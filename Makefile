@@ -63,7 +63,7 @@ test-python: develop
 test: test-rust test-python
 
 lint: $(VENV)/.installed
-	$(PY) -m pip install -q "ruff>=0.6" "mypy>=1.10"
+	$(PY) -m pip install -q "ruff>=0.6" "mypy>=1.10" "check-jsonschema==0.39.0" "zizmor==1.33.1"
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 	cargo clippy -p failover-bench-floor --all-targets -- -D warnings
@@ -71,6 +71,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check python tests bench
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest failover._native
+	$(VENV)/bin/ruff check scripts
+	$(VENV)/bin/ruff format --check scripts
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
 
 fmt:
 	cargo fmt
@@ -93,3 +97,46 @@ soak: release
 
 clean:
 	rm -rf target $(VENV) python/failover/*.so
+
+# Release artifacts (CONTRIBUTING.md). The version is Cargo.toml's, which maturin reads.
+.PHONY: wheel sdist-check
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# Where the wheel and sdist land, and the profile of the wheel (`dist`: thin LTO, stripped;
+# slower to build on 2 cores).
+WHEELS := target/wheels
+WHEEL_PROFILE ?= release
+
+# The build tools, pinned: zig (as a PyPI package) links against glibc 2.17 from any
+# host, so the wheel is manylinux2014 without a manylinux container; auditwheel checks it.
+$(VENV)/.build-tools: $(VENV)/.installed
+	$(PY) -m pip install -q "ziglang==0.17.1" "auditwheel==6.8.2"
+	touch $@
+
+# A manylinux2014 x86_64 wheel into target/wheels (built under its own target triple,
+# target/x86_64-unknown-linux-gnu/, so that it leaves the develop builds alone), checked by
+# auditwheel, then installed into a fresh venv in /tmp for scripts/smoke.py.
+wheel: $(VENV)/.build-tools
+	rm -f $(WHEELS)/failover-$(VERSION)-*manylinux*x86_64.whl
+	$(VENV)/bin/maturin build --profile $(WHEEL_PROFILE) --zig --compatibility manylinux2014 \
+		--target x86_64-unknown-linux-gnu --out $(WHEELS)
+	$(VENV)/bin/auditwheel show $(WHEELS)/failover-$(VERSION)-*manylinux*x86_64.whl \
+		| tee $(WHEELS)/auditwheel.txt
+	grep -Eq '"manylinux_2_(5|12|17)_x86_64"' $(WHEELS)/auditwheel.txt
+	d=$$(mktemp -d /tmp/failover-wheel.XXXXXX) && $(PYTHON) -m venv $$d/venv \
+		&& $$d/venv/bin/pip install -q $(WHEELS)/failover-$(VERSION)-*manylinux*x86_64.whl \
+		&& (cd $$d && $$d/venv/bin/python $(CURDIR)/scripts/smoke.py); \
+		rc=$$?; rm -rf $$d; exit $$rc
+
+# The sdist, as a user without a wheel for their platform gets it: `pip install` of it in a
+# fresh venv in /tmp compiles the extension with cargo (into this repository's target/, so
+# compiled crates are reused), then scripts/smoke.py.
+sdist-check: $(VENV)/.installed
+	rm -f $(WHEELS)/failover-$(VERSION).tar.gz
+	$(VENV)/bin/maturin sdist --out $(WHEELS)
+	d=$$(mktemp -d /tmp/failover-sdist.XXXXXX) && $(PYTHON) -m venv $$d/venv \
+		&& start=$$(date +%s) \
+		&& env -u VIRTUAL_ENV CARGO_TARGET_DIR=$(CURDIR)/target \
+			$$d/venv/bin/pip install -q $(WHEELS)/failover-$(VERSION).tar.gz \
+		&& echo "sdist-check: pip install of the sdist took $$(( $$(date +%s) - start )) s" \
+		&& (cd $$d && $$d/venv/bin/python $(CURDIR)/scripts/smoke.py); \
+		rc=$$?; rm -rf $$d; exit $$rc
