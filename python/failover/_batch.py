@@ -502,7 +502,7 @@ class Display:
                 str(f["attempts"]),
                 _count(f["input_tokens"]),
                 _count(f["output_tokens"]),
-                "-" if f["cost"] is None else f"${f['cost']:.4f}",
+                "-" if f["cost"] is None else f"${f['cost']:.6f}",
                 str(f["retries"]),
                 str(f["failovers"]),
                 f"{f['waited']:.1f}s",

@@ -101,8 +101,11 @@ class Client:
     report. ``timeout`` bounds each attempt, ``deadline`` the whole call (all
     attempts, waits and failovers). ``sleeper``: ``None`` sleeps for real in
     Rust; a ``failover.testing.FakeSleeper`` or any callable taking seconds
-    replaces it. ``on_event`` receives RetryScheduled, FailedOver and
-    CallFailed events.
+    replaces it. ``on_event`` receives RetryScheduled, FailedOver,
+    HedgeStarted, HedgeWon and CallFailed events. ``state``: a
+    ``failover.RedisState`` shares cooldowns, limits and the budgets with the
+    fleet; ``quotas``: limits shared by the providers that name them;
+    ``hedge``: a ``failover.Hedge`` for hedged requests.
 
     Transport: ``proxy`` (an http(s) URL; default: the usual proxy environment
     variables), ``verify`` (``True``, ``False`` or the path of a PEM CA
@@ -414,7 +417,7 @@ class Client:
         return dict(self._native.cooldowns(self._now()))
 
     def health(self) -> dict[str, ProviderHealth]:
-        """Each provider's :class:`ProviderHealth`, by the keys of
+        """Each provider's ``ProviderHealth``, by the keys of
         ``cooldowns()``: every provider (and pool member) under its name,
         healthy ones too, and its other keys (embeddings, a call's own
         ``model=``) once used. With ``RedisState``, cooldowns and their

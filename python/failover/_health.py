@@ -58,7 +58,7 @@ class ProviderHealth(Record):
     provider whose rate-limit headroom ran out on a success, ``kind=None``
     and a reason; all ``None`` when nothing did. ``failures_in_a_row``
     counts the times it was given up on since its last success;
-    ``headroom`` is the :class:`Headroom` its last success reported, or
+    ``headroom`` is the ``Headroom`` its last success reported, or
     ``None``.
     """
 

@@ -141,7 +141,7 @@ class RetryPolicy(Record):
 
     "Last" means no other provider remains to fail over to. A server-hinted
     wait (Retry-After and its cousins) up to the cap is slept exactly; a
-    longer one fails over at once. See the README's behaviour table.
+    longer one fails over at once. See the docs' policy page (docs/policy.md).
 
     A provider given up on cools down in its client: after a failure with no
     usable hint for 5 s, doubling while it keeps failing, up to

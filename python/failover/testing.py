@@ -35,7 +35,7 @@ class FakeSleeper:
     only by the sleeps (and ``advance()``); HTTP-dates, reset times, cooldowns and the deadline
     are measured against it. Calls side by side under it (threads or tasks) wait for each other
     as under real sleeping: the time moves only when every call in flight is sleeping, then to
-    the earliest wake-up (the README says how long it waits for calls just starting).
+    the earliest wake-up (docs/testing.md says how long it waits for calls just starting).
     """
 
     def __init__(self) -> None:
