@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -142,13 +142,19 @@ def read_done(path: str, retry_failed: bool) -> dict[str, bool]:
         done[key] = ok
         kept.append(raw)
     if retry_failed or end != len(data):
-        temporary = f"{path}.tmp"
-        with open(temporary, "wb") as file:
-            file.writelines(kept)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
+        _replace(path, kept)
     return done
+
+
+def _replace(path: str, lines: Iterable[bytes]) -> None:
+    """Writes OUT anew with ``lines``, replacing it at once (a crash leaves
+    the old file or the new one, never half of one)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "wb") as file:
+        file.writelines(lines)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
 
 
 def read_input(path: str, limit: int | None) -> list[Line]:
@@ -340,12 +346,7 @@ def put_in_order(path: str, lines: list[Line]) -> None:
     by_id = {_key(json.loads(raw)["id"]): raw for raw in records}
     ordered = [by_id.pop(_key(line.id)) for line in lines if _key(line.id) in by_id]
     ordered += by_id.values()
-    temporary = f"{path}.tmp"
-    with open(temporary, "wb") as file:
-        file.writelines(ordered)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    _replace(path, ordered)
 
 
 class Display:
