@@ -1263,7 +1263,10 @@ where
                                 Err(_) => None,
                                 Ok(()) => {
                                     let left = remaining(clock);
-                                    hedge_target(
+                                    // (Boxed, as the race below: a call that
+                                    // does not hedge carries neither in its
+                                    // future.)
+                                    Box::pin(hedge_target(
                                         spec,
                                         clock,
                                         hedge,
@@ -1272,7 +1275,7 @@ where
                                         left,
                                         &mut held_back,
                                         on_event,
-                                    )
+                                    ))
                                     .await
                                 }
                             };
@@ -1297,12 +1300,12 @@ where
                                         }),
                                         left,
                                     };
-                                    let raced = race(
+                                    let raced = Box::pin(race(
                                         spec,
                                         (index, primary, began, waited),
                                         (to, attempt(to, hedge_bounds)),
                                         on_event,
-                                    )
+                                    ))
                                     .await;
                                     // The hedge's own record comes after the
                                     // first's (in the order they began); a
