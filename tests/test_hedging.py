@@ -321,19 +321,21 @@ def test_a_hedge_goes_past_a_provider_without_room_to_one_with_it(
 
 
 @pytest.mark.mock_server(assert_all_used=False)
-def test_when_both_fail_the_hedge_was_its_providers_first_attempt(
+def test_when_both_fail_a_hedge_provider_now_cooling_is_not_asked_again(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
     mock_server.push(fault="hang")
-    backup_server.push(fault="hang")
-    for _ in range(4):
+    backup_server.push(500, json={"error": {"message": "boom"}})
+    for _ in range(3):
         backup_server.push(500, json={"error": {"message": "boom"}})
     client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.3, 1.0), timeout=1.0)
-    with fake_sleep(), pytest.raises(failover.ServerError):
+    with fake_sleep(), pytest.raises(failover.ProviderTimeout) as caught:
         client.prompt("Hi")
-    # The hedge, then two retries (max_retries_last=2): three requests, not four.
-    assert len(backup_server.requests) == 3
-    assert [r.headers["x-retry-count"] for r in backup_server.requests] == ["0", "1", "2"]
+    # b's hedge failed (it cools); when a times out too, b is passed over,
+    # not sent the same request again.
+    assert len(backup_server.requests) == 1
+    skipped = [(a.provider, a.skipped) for a in caught.value.attempts if a.skipped]
+    assert skipped and skipped[-1][0] == "b" and "cooling down" in (skipped[-1][1] or "")
     client.close()
 
 
@@ -369,3 +371,26 @@ def test_what_a_hedge_passes_over_is_recorded_after_the_attempt_in_flight(
         assert seen == [("a", True, False), ("b", False, True), ("c", False, False)]
         assert "hedge not sent: cooling down" in (r.attempts[1].skipped or "")
         client.close()
+
+
+def test_when_the_first_attempt_wins_its_stream_keeps_its_own_record(
+    face: str, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    # The hedge's cancelled request is recorded after the winner: the stream's
+    # usage, billing and time still go to the winner, and r.cost is its own.
+    stop = oa({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    usage = oa({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
+    mock_server.push(sse=[oa_text("first "), oa_text("wins"), stop, usage], delay=0.4)
+    backup_server.push_text("late", delay=5.0)
+    client = failover.Client(
+        {"a": openai(mock_server, price=failover.Price(1.0, 2.0)), "b": openai(backup_server)},
+        hedge=failover.Hedge(0.2, 1.0),
+    )
+    chunks, response = collect(face, client)
+    assert "".join(c.text for c in chunks) == "first wins"
+    winner, loser = response.attempts
+    assert (winner.provider, winner.hedged, winner.billed) == ("a", False, True)
+    assert winner.usage is not None and winner.usage.input_tokens == 7
+    assert (loser.provider, loser.hedged, loser.usage, loser.billed) == ("b", True, None, None)
+    assert response.cost == pytest.approx((7 * 1.0 + 3 * 2.0) / 1e6)
+    client.close()

@@ -190,9 +190,10 @@ def unpriced_attempts(attempts: tuple[Attempt, ...]) -> int:
 
 
 def answering_cost(attempts: tuple[Attempt, ...]) -> float | None:
-    """The cost of the attempt that answered (the last real one)."""
+    """The cost of the attempt that answered (the last one sent that did not
+    lose a hedge's race, which may be recorded after it)."""
     for attempt in reversed(attempts):
-        if attempt.skipped is None:
+        if attempt.skipped is None and not attempt.hedged:
             return attempt.cost
     return None
 

@@ -251,7 +251,7 @@ def _hedge_started(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event
 
 
 def _hedge_won(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _Extra]:
-    reason = f"{fields['winner']} delivered first; {fields['loser']}'s request is cancelled"
+    reason = f"{fields['winner']} delivered first; {fields['loser']}'s request is over"
     event = HedgeWon(reason=reason, **fields)
     extra = _extra(event.call_id, event.winner)
     logger.info(

@@ -470,8 +470,9 @@ class Observed:
                 attributes["failover.cost"] = attempt.cost
             if attempt.hedged:
                 attributes["failover.hedged"] = True
-                # Cancelled: another request of its hedge delivered first.
-                attributes["error.type"] = "cancelled"
+                if attempt.kind is None:
+                    # Cancelled: another request of its hedge delivered first.
+                    attributes["error.type"] = "cancelled"
             start = int(attempt.started * _NS)
             child = telemetry.tracer.start_span(
                 f"{self._operation} {attempt.model}",
@@ -536,8 +537,10 @@ def _guarded(method: typing.Any, *args: typing.Any) -> None:
 
 
 def _answering(attempts: tuple[Attempt, ...]) -> Attempt | None:
+    # The last one sent that did not lose a hedge's race (which may be
+    # recorded after it).
     for attempt in reversed(attempts):
-        if attempt.skipped is None:
+        if attempt.skipped is None and not attempt.hedged:
             return attempt
     return None
 

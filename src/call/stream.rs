@@ -238,7 +238,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
             // The attempt read so far is replaced by its failure, with the
             // wait slept before it and the time it took.
             count_reading(&mut attempts, began);
-            let broken = attempts.pop();
+            let broken = reading_at(&attempts).map(|at| attempts.remove(at));
             let resume = Resume {
                 provider,
                 failure: failure.clone(),
@@ -339,22 +339,37 @@ impl<C: Clock, E> StreamDriver<C, E> {
     }
 }
 
-/// The time of the attempt being read (the last of `attempts`, whose record
-/// holds its start up to the first content) counts what was read of it
-/// since `began`: an attempt's duration is all of it.
+/// Where in `attempts` the attempt being read is: the last one sent that
+/// did not lose a hedge's race (what a hedge passed over, and its cancelled
+/// request, may be recorded after it).
+fn reading_at(attempts: &[AttemptRecord]) -> Option<usize> {
+    attempts
+        .iter()
+        .rposition(|a| a.skipped.is_none() && !a.hedged)
+}
+
+/// The attempt being read.
+fn reading(attempts: &mut [AttemptRecord]) -> Option<&mut AttemptRecord> {
+    let at = reading_at(attempts)?;
+    attempts.get_mut(at)
+}
+
+/// The time of the attempt being read (whose record holds its start up to
+/// the first content) counts what was read of it since `began`: an
+/// attempt's duration is all of it.
 fn count_reading(attempts: &mut [AttemptRecord], began: Instant) {
-    if let Some(last) = attempts.last_mut() {
+    if let Some(last) = reading(attempts) {
         last.duration += began.elapsed();
     }
 }
 
-/// The attempt being read (the last of `attempts`) used what its stream
-/// reported, up to its end or its cut; it delivered content, so it is billed.
+/// The attempt being read used what its stream reported, up to its end or
+/// its cut; it delivered content, so it is billed.
 /// Before the answer's end (`ended`), an output figure is only what was
 /// reported so far (Anthropic's `message_start` says 1): not the bill, so
 /// only the input is kept.
 fn report_usage(attempts: &mut [AttemptRecord], usage: &Usage, ended: bool) {
-    if let Some(last) = attempts.last_mut() {
+    if let Some(last) = reading(attempts) {
         let usage = if ended {
             usage.clone()
         } else {
@@ -373,6 +388,7 @@ fn retries_done(attempts: &[AttemptRecord], provider: usize) -> u32 {
     attempts
         .iter()
         .rev()
+        .filter(|a| a.skipped.is_none() && !a.hedged)
         .take_while(|a| a.provider == provider && a.kind.is_some())
         .count() as u32
 }
@@ -383,7 +399,7 @@ fn interrupted(live: Live, failure: Failure) -> Interruption {
     let mut attempts = live.attempts;
     count_reading(&mut attempts, live.began);
     report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
-    if let Some(last) = attempts.last_mut() {
+    if let Some(last) = reading(&mut attempts) {
         last.kind = Some(failure.kind);
         last.status = failure.status.or(last.status);
     }

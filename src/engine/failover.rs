@@ -712,6 +712,9 @@ where
     let mut second_record = None;
     let mut second_failed = None;
     let report = |provider: usize, failure: &Failure, on_event: &mut (dyn FnMut(Event) + Send)| {
+        if failure.out_of_time {
+            return; // the deadline's doing, reported as the call's end
+        }
         on_event(Event::HedgeFailed {
             call_id: spec.call_id.to_string(),
             left: ProviderFailure {
@@ -724,6 +727,7 @@ where
     };
     loop {
         tokio::select! {
+            biased;
             outcome = &mut primary, if primary_failed.is_none() => {
                 let took = began.0.elapsed();
                 match outcome {
@@ -790,6 +794,7 @@ where
                             took,
                             hedge_began.1,
                         ));
+                        report(to, &failure, on_event);
                         if let Some((first, took_first)) = primary_failed.take() {
                             return Raced {
                                 outcome: Won::First(Err(first), took_first),
@@ -798,7 +803,6 @@ where
                                 first_failed: None,
                             };
                         }
-                        report(to, &failure, on_event);
                         second_failed = Some(failure);
                     }
                 }
@@ -854,9 +858,42 @@ async fn hedge_target(
         });
         candidates.push((i, cooling));
     }
-    let first = candidates
-        .iter()
-        .find_map(|(i, cooling)| cooling.is_none().then_some(*i))?;
+    // The first with room (its permit taken), then the budget's leave: a
+    // hedge with nowhere to go spends none of it.
+    let mut chosen = None;
+    let mut passed_over = Vec::new();
+    for (to, cooling) in candidates {
+        if let Some(why) = cooling {
+            passed_over.push((to, format!("hedge not sent: {why}")));
+            continue;
+        }
+        let slot = &spec.providers[to];
+        let Some(limiter) = spec.limiter.filter(|_| !slot.limits.is_empty()) else {
+            chosen = Some((to, None));
+            break;
+        };
+        let within = super::state::spare(left);
+        match limiter
+            .take(slot.limits, now, slot.tokens, None, within)
+            .await
+        {
+            Ok(permit) => {
+                chosen = Some((to, Some(permit)));
+                break;
+            }
+            Err(blocked) => passed_over.push((to, format!("hedge not sent: {}", blocked.why))),
+        }
+    }
+    let Some((to, permit)) = chosen else {
+        // No hedge: the providers at their limits are said (a cooling one
+        // is the chain's usual business, said when the call moves on).
+        for (to, why) in passed_over {
+            if !why.starts_with("hedge not sent: cooling") {
+                pass_over(late, to, why);
+            }
+        }
+        return None;
+    };
     let granted = match spec.state {
         Some(state) => state.spend_retry(
             super::hedge::BUDGET_KEY,
@@ -867,32 +904,17 @@ async fn hedge_target(
         None => hedge.budget.spend(),
     };
     if !granted {
+        if let Some(unsent) = permit {
+            unsent.unused();
+        }
         let why = "hedge not sent: the hedge budget is spent".to_string();
-        pass_over(late, first, why);
+        pass_over(late, to, why);
         return None;
     }
-    for (to, cooling) in candidates {
-        if let Some(why) = cooling {
-            pass_over(late, to, format!("hedge not sent: {why}"));
-            continue;
-        }
-        let slot = &spec.providers[to];
-        let Some(limiter) = spec.limiter.filter(|_| !slot.limits.is_empty()) else {
-            return Some((to, None));
-        };
-        let within = super::state::spare(left);
-        match limiter
-            .take(slot.limits, now, slot.tokens, None, within)
-            .await
-        {
-            Ok(permit) => return Some((to, Some(permit))),
-            Err(blocked) => pass_over(late, to, format!("hedge not sent: {}", blocked.why)),
-        }
+    for (passed, why) in passed_over {
+        pass_over(late, passed, why);
     }
-    if spec.state.is_none() {
-        hedge.budget.refund();
-    }
-    None
+    Some((to, permit))
 }
 
 /// A provider given up on after `failure` (the wait it asked for:
@@ -1032,6 +1054,9 @@ where
     // The provider a failed hedge went to: its first attempt, if the call
     // moves on to it.
     let mut hedge_tried: Option<usize> = None;
+    // ... and how it cools after its hedge failed: passed over if the call
+    // moves on to it.
+    let mut hedge_cooled: Option<(usize, Cooling)> = None;
     if let (Some(hedge), false) = (spec.hedge, hedged) {
         match spec.state {
             Some(state) => {
@@ -1055,6 +1080,20 @@ where
         }
         if let Some(passed) = &passed[index] {
             pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
+            continue;
+        }
+        if let Some((_, cooling)) = hedge_cooled.take_if(|(at, _)| *at == index) {
+            pass_over(
+                &mut attempts,
+                on_event,
+                index,
+                Passed::Cooling(cooling).why(clock.wall()),
+            );
+            if let (None, Some(failed)) = (next_able(index + 1), &last) {
+                let reason = "its hedge failed and it cools; no provider left to fail over to";
+                let error = CallError::Provider(failed.clone());
+                return Err(fail(error, attempts, reason.to_string()));
+            }
             continue;
         }
         let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
@@ -1236,6 +1275,8 @@ where
             // What a hedge passed over and the hedge's record, written after
             // the first attempt's (in the order they began).
             let mut held_back: Vec<AttemptRecord> = Vec::new();
+            // Whether this attempt ran in a hedge's race.
+            let mut raced_now = false;
             // (The provider the outcome is from: a hedge's may be the next.)
             let mut at = index;
             let (outcome, duration, started) = match resume.take() {
@@ -1287,13 +1328,23 @@ where
                                 }
                                 (Ok(()), Some((to, held))) => {
                                     hedged = true;
+                                    raced_now = true;
                                     on_event(Event::HedgeStarted {
                                         call_id: spec.call_id.to_string(),
                                         provider: index,
                                         to_provider: to,
                                         after,
                                     });
-                                    let left = remaining(clock);
+                                    // The call's deadline, as the first attempt
+                                    // counts it (real time passed during
+                                    // `after`, which a virtual clock does not
+                                    // count).
+                                    let left = match (remaining(clock), bounds.left) {
+                                        (Some(now), Some(first)) => {
+                                            Some(now.min(first.saturating_sub(began.0.elapsed())))
+                                        }
+                                        (now, _) => now,
+                                    };
                                     let hedge_bounds = AttemptBounds {
                                         timeout: left.map_or(spec.attempt_timeout, |l| {
                                             l.min(spec.attempt_timeout)
@@ -1312,7 +1363,12 @@ where
                                     // failed one cools its provider and counts
                                     // as its first attempt if the call moves on
                                     // to it.
+                                    // (A request the deadline cut short says
+                                    // nothing of its provider.)
                                     let cool = |at: usize, failure: &Failure| {
+                                        if failure.out_of_time {
+                                            return;
+                                        }
                                         let hinted = spec.policy.server_wait(&Situation::new(
                                             failure,
                                             0,
@@ -1330,7 +1386,15 @@ where
                                     };
                                     if let Some(lost) = &raced.second_failed {
                                         cool(to, lost);
-                                        hedge_tried = Some(to);
+                                        hedge_tried = Some(to).filter(|_| !lost.out_of_time);
+                                        // Cooling now (most failures cool it):
+                                        // passed over if the call moves on.
+                                        let now = clock.wall();
+                                        if let Some(cooling) = spec.state.and_then(|state| {
+                                            state.cooling(spec.providers[to].state_key, now)
+                                        }) {
+                                            hedge_cooled = Some((to, cooling));
+                                        }
                                     }
                                     if let Some(lost) = &raced.first_failed {
                                         cool(index, lost);
@@ -1361,8 +1425,10 @@ where
             let slot = &spec.providers[at];
             let failure = match outcome {
                 Ok(value) => {
-                    // How long it took to deliver: what a learned `after` reads.
-                    if let Some(hedge) = spec.hedge {
+                    // How long it took to deliver: what a learned `after` reads
+                    // (from attempts that ran alone: a race's winner says
+                    // nothing of the loser's time, which would skew it low).
+                    if let (Some(hedge), false) = (spec.hedge, raced_now) {
                         hedge.observe(slot.state_key, duration);
                     }
                     if let Some(state) = spec.state {
