@@ -82,7 +82,6 @@ class Options:
 class Line:
     """One request of the input."""
 
-    index: int
     number: int
     id: Any
     request: dict[str, Any] | None
@@ -102,7 +101,6 @@ class Tally:
     stopping: str | None = None
     #: The signal that stopped the run ("Ctrl-C" or "SIGTERM"), if one did.
     signal: str | None = None
-    cancelled: bool = False
     unpriced_said: bool = False
 
 
@@ -190,7 +188,7 @@ def read_input(path: str, limit: int | None) -> list[Line]:
                     "ids must be unique (a line without one gets its line number)"
                 )
             seen[key] = number
-            lines.append(Line(len(lines), number, line_id, request, problem))
+            lines.append(Line(number, line_id, request, problem))
     return lines
 
 
@@ -361,7 +359,6 @@ class Display:
         mode = options.progress
         if mode == "auto":
             mode = "bar" if out.isatty() else "plain"
-        self.live: Any = None
         if mode == "bar":
             try:
                 import rich  # noqa: F401
@@ -598,7 +595,6 @@ async def _work(
             tally.stopping = f"{name}: no new calls; {name} again cancels those in flight"
             print(f"\n{tally.stopping}", file=sys.stderr, flush=True)
             return
-        tally.cancelled = True
         tally.stopping = f"{tally.signal}, then {name}: the calls in flight were cancelled"
         for task in workers:
             task.cancel()
