@@ -135,6 +135,28 @@ impl AttemptRecord {
         }
     }
 
+    /// A failed attempt, as its failure describes it.
+    fn failed(
+        provider: usize,
+        failure: &Failure,
+        waited: Duration,
+        duration: Duration,
+        started: SystemTime,
+    ) -> Self {
+        Self {
+            provider,
+            status: failure.status,
+            kind: Some(failure.kind),
+            waited,
+            duration,
+            skipped: None,
+            usage: failure.usage.as_deref().cloned(),
+            billed: failure.billed,
+            started,
+            hedged: false,
+        }
+    }
+
     /// An attempt cancelled when the other of a hedge's race delivered
     /// first: whether it is billed is not known (the provider may have
     /// generated before the connection closed).
@@ -152,6 +174,23 @@ impl AttemptRecord {
             hedged: true,
         }
     }
+}
+
+/// A provider passed over (never called), recorded where it stands in the
+/// chain and logged.
+fn record_skip(
+    spec: &CallSpec<'_>,
+    attempts: &mut Vec<AttemptRecord>,
+    on_event: &mut (dyn FnMut(Event) + Send),
+    index: usize,
+    why: String,
+) {
+    attempts.push(AttemptRecord::skipped(index, &why));
+    on_event(Event::Skipped {
+        call_id: spec.call_id.to_string(),
+        provider: index,
+        reason: why,
+    });
 }
 
 /// Why a call passes a provider over (from the shared state).
@@ -696,17 +735,10 @@ where
     let (to, backup) = second;
     let hedge_began = (Instant::now(), SystemTime::now());
     tokio::pin!(backup);
+    // A request that failed in the race lost it.
     let failed_record = |provider, failure: &Failure, waited, took, started| AttemptRecord {
-        provider,
-        status: failure.status,
-        kind: Some(failure.kind),
-        waited,
-        duration: took,
-        skipped: None,
-        usage: failure.usage.as_deref().cloned(),
-        billed: failure.billed,
-        started,
         hedged: true,
+        ..AttemptRecord::failed(provider, failure, waited, took, started)
     };
     let mut primary_failed: Option<(Failure, Duration)> = None;
     let mut second_record = None;
@@ -811,63 +843,44 @@ where
     }
 }
 
-/// Where a late attempt at `index` is hedged: the next provider of the
-/// chain that can serve the call, is not cooling, and has room under its
-/// limits (its permit taken), if the hedge budget allows one. What is
-/// passed over, and a budget that refuses, are recorded.
+/// Where a late attempt at `index` is hedged, with its permit, if the hedge
+/// budget allows one; what is passed over, and a budget that refuses, are
+/// recorded in `late`.
 #[allow(clippy::too_many_arguments)]
 async fn hedge_target(
     spec: &CallSpec<'_>,
     clock: &dyn Clock,
     hedge: &super::hedge::Hedge,
     index: usize,
-    passed: &[Option<Passed>],
+    passed_at_start: &[Option<Passed>],
     left: Option<Duration>,
     late: &mut Vec<AttemptRecord>,
     on_event: &mut (dyn FnMut(Event) + Send),
 ) -> Option<(usize, Option<Permit>)> {
-    let mut pass_over = |attempts: &mut Vec<AttemptRecord>, to: usize, why: String| {
-        attempts.push(AttemptRecord::skipped(to, &why));
-        on_event(Event::Skipped {
-            call_id: spec.call_id.to_string(),
-            provider: to,
-            reason: why,
-        });
-    };
     let now = clock.wall();
-    // Those that cannot serve the call are no candidates; those cooling
-    // (since the call began too: a failed hedge of another call) are passed
-    // over, and recorded, if a hedge goes further down the chain.
-    let mut candidates: Vec<(usize, Option<String>)> = Vec::new();
-    let later = spec
-        .providers
-        .iter()
-        .zip(passed)
-        .enumerate()
-        .skip(index + 1);
-    for (i, (slot, passed)) in later {
+    // The first after it that can serve the call, is not passed over (as
+    // the call passes providers over: cooling, or probed by another call)
+    // and has room (its permit taken); then the budget's leave: a hedge
+    // with nowhere to go spends none of it. What it passes over is said
+    // only if a hedge goes, or for want of room.
+    let mut chosen = None;
+    let mut cooling = Vec::new();
+    let mut no_room = Vec::new();
+    for (to, slot) in spec.providers.iter().enumerate().skip(index + 1) {
         if slot.unable.is_some() {
             continue;
         }
-        let cooling = passed.as_ref().map(|p| p.why(now)).or_else(|| {
-            let state = spec.state?;
-            let cooling = state
-                .cooling(slot.state_key, now)
-                .or_else(|| state.cooling(slot.quota_key?, now))?;
-            Some(Passed::Cooling(cooling).why(now))
-        });
-        candidates.push((i, cooling));
-    }
-    // The first with room (its permit taken), then the budget's leave: a
-    // hedge with nowhere to go spends none of it.
-    let mut chosen = None;
-    let mut passed_over = Vec::new();
-    for (to, cooling) in candidates {
-        if let Some(why) = cooling {
-            passed_over.push((to, format!("hedge not sent: {why}")));
+        let over = passed_at_start[to]
+            .as_ref()
+            .map(|p| p.why(now))
+            .or_else(|| {
+                let state = spec.state?;
+                Some(passed(state, slot.state_key, slot.quota_key, now)?.why(now))
+            });
+        if let Some(why) = over {
+            cooling.push((to, format!("hedge not sent: {why}")));
             continue;
         }
-        let slot = &spec.providers[to];
         let Some(limiter) = spec.limiter.filter(|_| !slot.limits.is_empty()) else {
             chosen = Some((to, None));
             break;
@@ -881,39 +894,35 @@ async fn hedge_target(
                 chosen = Some((to, Some(permit)));
                 break;
             }
-            Err(blocked) => passed_over.push((to, format!("hedge not sent: {}", blocked.why))),
+            Err(blocked) => no_room.push((to, format!("hedge not sent: {}", blocked.why))),
         }
     }
-    let Some((to, permit)) = chosen else {
-        // No hedge: the providers at their limits are said (a cooling one
-        // is the chain's usual business, said when the call moves on).
-        for (to, why) in passed_over {
-            if !why.starts_with("hedge not sent: cooling") {
-                pass_over(late, to, why);
-            }
+    let mut say = |skips: Vec<(usize, String)>| {
+        for (to, why) in skips {
+            record_skip(spec, late, on_event, to, why);
         }
+    };
+    let Some((to, permit)) = chosen else {
+        say(no_room);
         return None;
     };
-    let granted = match spec.state {
-        Some(state) => state.spend_retry(
-            super::hedge::BUDGET_KEY,
-            now,
-            &hedge.window(),
-            super::state::spare(left),
-        ),
-        None => hedge.budget.spend(),
-    };
+    let granted = spec.state.is_none_or(|state| {
+        let within = super::state::spare(left);
+        state.spend_retry(super::hedge::BUDGET_KEY, now, &hedge.window(), within)
+    });
     if !granted {
         if let Some(unsent) = permit {
             unsent.unused();
         }
-        let why = "hedge not sent: the hedge budget is spent".to_string();
-        pass_over(late, to, why);
+        say(vec![(
+            to,
+            "hedge not sent: the hedge budget is spent".to_string(),
+        )]);
         return None;
     }
-    for (passed, why) in passed_over {
-        pass_over(late, passed, why);
-    }
+    let mut skips = [cooling, no_room].concat();
+    skips.sort_by_key(|(at, _)| *at);
+    say(skips);
     Some((to, permit))
 }
 
@@ -1031,17 +1040,11 @@ where
     };
     // A provider passed over is recorded where it stands in the chain, and
     // logged.
-    let pass_over = |attempts: &mut Vec<AttemptRecord>,
-                     on_event: &mut (dyn FnMut(Event) + Send),
-                     index: usize,
-                     why: String| {
-        attempts.push(AttemptRecord::skipped(index, &why));
-        on_event(Event::Skipped {
-            call_id: spec.call_id.to_string(),
-            provider: index,
-            reason: why,
-        });
-    };
+    let pass_over =
+        |attempts: &mut Vec<AttemptRecord>,
+         on_event: &mut (dyn FnMut(Event) + Send),
+         index: usize,
+         why: String| record_skip(spec, attempts, on_event, index, why);
 
     // Room under the client's limits: the provider chosen further down the
     // chain (and its permit) when those before it had none, and why each
@@ -1057,14 +1060,8 @@ where
     // ... and how it cools after its hedge failed: passed over if the call
     // moves on to it.
     let mut hedge_cooled: Option<(usize, Cooling)> = None;
-    if let (Some(hedge), false) = (spec.hedge, hedged) {
-        match spec.state {
-            Some(state) => {
-                let key = super::hedge::BUDGET_KEY;
-                state.note_call(key, clock.wall(), &hedge.window());
-            }
-            None => hedge.budget.note_call(),
-        }
+    if let (Some(hedge), Some(state), false) = (spec.hedge, spec.state, hedged) {
+        state.note_call(super::hedge::BUDGET_KEY, clock.wall(), &hedge.window());
     }
     // (Made only for a client with limits; boxed below, the wait for room
     // is no part of a call without them.)
@@ -1483,18 +1480,9 @@ where
                 }
                 Err(failure) => failure,
             };
-            attempts.push(AttemptRecord {
-                provider: index,
-                status: failure.status,
-                kind: Some(failure.kind),
-                waited,
-                duration,
-                skipped: None,
-                usage: failure.usage.as_deref().cloned(),
-                billed: failure.billed,
-                started,
-                hedged: false,
-            });
+            attempts.push(AttemptRecord::failed(
+                index, &failure, waited, duration, started,
+            ));
             attempts.append(&mut held_back);
             let situation = Situation::new(
                 &failure,

@@ -1,7 +1,8 @@
 //! Hedged requests ("The Tail at Scale"): when an attempt has not delivered
 //! within `after`, the same request goes to the next provider the chain
 //! would fail over to, and the first to deliver wins. What bounds them: at
-//! most one a call, and a budget of `max_extra` hedges a call.
+//! most one a call, and a budget of `max_extra` hedges a call, kept in the
+//! client's state as the retry budget is.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -42,14 +43,16 @@ pub struct Hedge {
     /// clock: it measures a provider's latency, and no virtual time passes
     /// while a request is in flight.
     pub after: After,
-    pub budget: HedgeBudget,
+    /// The extra requests it may send, as a share of calls (see
+    /// [`Hedge::window`]).
+    pub max_extra: f64,
 }
 
 impl Hedge {
     pub fn new(after: Duration, max_extra: f64) -> Self {
         Self {
             after: After::Fixed(after),
-            budget: HedgeBudget::new(max_extra),
+            max_extra,
         }
     }
 
@@ -61,7 +64,7 @@ impl Hedge {
                 quantile,
                 seen: Mutex::new(HashMap::new()),
             },
-            budget: HedgeBudget::new(max_extra),
+            max_extra,
         }
     }
 
@@ -85,14 +88,14 @@ impl Hedge {
     /// Whether it ever hedges (a `max_extra` of 0 never does: no hedge is
     /// looked for, nor a refusal recorded).
     pub fn hedges(&self) -> bool {
-        self.budget.max_extra > 0.0
+        self.max_extra > 0.0
     }
 
     /// The budget as a client's state keeps it (shared across the fleet
     /// with a fleet-wide state): `max_extra` of the calls of the last
     /// minute, plus one hedge a minute (none when `max_extra` is 0).
     pub fn window(&self) -> super::state::RetryBudget {
-        let max_extra = self.budget.max_extra;
+        let max_extra = self.max_extra;
         super::state::RetryBudget {
             ratio: max_extra,
             min_retries_per_second: if max_extra > 0.0 { 1.0 / 60.0 } else { 0.0 },
@@ -111,52 +114,6 @@ impl Hedge {
             }
             times.push_back(took);
         }
-    }
-}
-
-/// A token bucket: each call adds `max_extra`, a hedge takes one, it
-/// holds at most `1 + 10 * max_extra` and starts with one (none when
-/// `max_extra` is 0). Over `n` calls at most `1 + max_extra * n` hedges are
-/// sent.
-#[derive(Debug)]
-pub struct HedgeBudget {
-    max_extra: f64,
-    tokens: Mutex<f64>,
-}
-
-impl HedgeBudget {
-    pub fn new(max_extra: f64) -> Self {
-        Self {
-            max_extra,
-            tokens: Mutex::new(if max_extra > 0.0 { 1.0 } else { 0.0 }),
-        }
-    }
-
-    fn capacity(&self) -> f64 {
-        1.0 + 10.0 * self.max_extra
-    }
-
-    /// A call began: its share of hedges is added.
-    pub fn note_call(&self) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        *tokens = (*tokens + self.max_extra).min(self.capacity());
-    }
-
-    /// Takes a hedge from the budget, if one is left.
-    pub fn spend(&self) -> bool {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Gives back a hedge taken but not sent (no room for it).
-    pub fn refund(&self) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        *tokens = (*tokens + 1.0).min(self.capacity());
     }
 }
 
@@ -184,19 +141,17 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_allows_one_hedge_plus_max_extra_a_call() {
-        let budget = HedgeBudget::new(0.25);
-        let mut hedges = 0;
-        for _ in 0..8 {
-            budget.note_call();
-            if budget.spend() {
-                hedges += 1;
-            }
-        }
-        // 1 + 0.25 * 8.
+    fn the_budget_allows_max_extra_of_the_calls_plus_one_a_minute() {
+        use crate::engine::{EngineState, LocalState};
+        let (state, now) = (LocalState::new(), std::time::SystemTime::now());
+        let spend = |hedge: &Hedge| {
+            state.note_call(BUDGET_KEY, now, &hedge.window());
+            state.spend_retry(BUDGET_KEY, now, &hedge.window(), None)
+        };
+        let hedge = Hedge::new(Duration::from_millis(20), 0.25);
+        let hedges = (0..8).filter(|_| spend(&hedge)).count();
+        // 0.25 of 8 calls, plus one a minute.
         assert_eq!(hedges, 3);
-        let none = HedgeBudget::new(0.0);
-        none.note_call();
-        assert!(!none.spend());
+        assert!(!Hedge::new(Duration::from_millis(20), 0.0).hedges());
     }
 }

@@ -22,7 +22,7 @@ pub use failover::{
     passed_over, run_from, unserved, Answer, AttemptBounds, AttemptRecord, CallError, CallFailure,
     CallSpec, Event, ProviderFailure, ProviderSlot, Resume, Success,
 };
-pub use hedge::{Hedge, HedgeBudget};
+pub use hedge::Hedge;
 pub use hints::{Headers, Headroom};
 pub use limit::{Blocked, FleetAnswer, FleetLimits, Limit, Limiter, Permit, Queued, FLEET_RECHECK};
 pub use policy::{Backoff, Preset, RetryPolicy};
