@@ -241,6 +241,8 @@ def test_a_deadline_bounds_each_call(tmp_path: Path, mock_server: MockServer) ->
         (["--max-cost", "-1"], "--max-cost is a cost"),
         (["--limit", "0"], "--limit is at least 1"),
         (["--deadline", "0"], "--deadline is seconds above 0"),
+        (["--progress-interval", "-1"], "--progress-interval is seconds above 0"),
+        (["--progress-interval", "nan"], "--progress-interval is seconds above 0"),
     ],
 )
 def test_bad_options_are_refused_before_any_call(

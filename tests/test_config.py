@@ -1951,3 +1951,47 @@ def test_a_key_over_plain_http_points_at_the_base_url(tmp_path: Path) -> None:
     )
     message = config_refusal(path)
     assert f"line {line_of(path, 'base_url')}, providers.a.base_url:" in message
+
+
+def test_a_hedge_table_builds_the_hedge(tmp_path: Path) -> None:
+    with MockServer() as slow, MockServer() as fast:
+        slow.push_text("slow", delay=3.0)
+        fast.push_text("fast")
+        path = write(
+            tmp_path,
+            f"""
+            [client]
+            hedge = {{ after = 0.2, max_extra = 1.0 }}
+
+            [providers.a]
+            type = "openai_compatible"
+            model = "m"
+            base_url = "{slow.url}"
+
+            [providers.b]
+            type = "openai_compatible"
+            model = "m"
+            base_url = "{fast.url}"
+            """,
+        )
+        with failover.Client.from_config(path) as client:
+            r = client.prompt("Hi")
+        assert r.provider == "b" and r.attempts[0].hedged
+    path.write_text(path.read_text().replace("after = 0.2", "after = -1"))
+    message = config_refusal(path)
+    assert f"line {line_of(path, 'hedge')}, client.hedge.after: Hedge(after=) is seconds" in message
+
+
+def test_a_refusal_naming_two_keys_points_at_the_one_it_names_first(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        [providers.gpt]
+        type = "openai"
+        model = "m"
+        api_key = "k-1234567890"
+        speech_model = ""
+        """,
+    )
+    message = config_refusal(path)
+    assert f"line {line_of(path, 'speech_model')}, providers.gpt.speech_model:" in message

@@ -625,6 +625,10 @@ def run(options: Options, out: IO[str] | None = None) -> int:
             raise ConfigurationError(f"--limit is at least 1, got {options.limit}")
         if options.deadline is not None and not options.deadline > 0:
             raise ConfigurationError(f"--deadline is seconds above 0, got {options.deadline}")
+        if not 0 < options.interval < float("inf"):
+            raise ConfigurationError(
+                f"--progress-interval is seconds above 0, got {options.interval}"
+            )
         if os.path.abspath(options.input) == os.path.abspath(options.output):
             raise ConfigurationError("IN and OUT are the same file")
         for option, path in (("OUT", options.output), ("--summary", options.summary)):

@@ -315,10 +315,23 @@ def _make(
         if isinstance(key, str) and len(key) >= 8:
             # A key pasted where another value goes (a URL) is echoed there.
             message = message.replace(key, "<redacted>")
-        named = [k for k in options if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", message)]
-        named = named or [k for phrase, k in _SAID.items() if phrase in message and k in options]
-        where = (*path, named[0]) if len(named) == 1 else path
+        named = _named_key(message, options)
+        where = path if named is None else (*path, named)
         raise ConfigurationError(f"{source.where(where)}: {message}") from None
+
+
+def _named_key(message: str, keys: typing.Iterable[str]) -> str | None:
+    """The key a refusal is about: the one it names first (``OpenAI
+    speech_model must be a model name`` is about ``speech_model``, not
+    ``model``), else one it says without naming."""
+    found = []
+    for key in keys:
+        match = re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", message)
+        if match is not None:
+            found.append((match.start(), -len(key), key))
+    if found:
+        return min(found)[2]
+    return next((k for phrase, k in _SAID.items() if phrase in message and k in keys), None)
 
 
 def _limit(value: object, path: tuple[str, ...], source: _Source) -> Any:
@@ -467,6 +480,16 @@ def _client_options(value: object, source: _Source, client: ClientClass) -> dict
         options = {} if telemetry is True else _table(telemetry, where, source)
         _unknown(options, ["capture_content"], where, source)
         table["telemetry"] = _make(OpenTelemetry, options, where, source)
+    hedge = table.get("hedge")
+    if hedge is False:
+        table["hedge"] = None
+    elif hedge is not None:
+        from ._hedge import Hedge
+
+        where = (*path, "hedge")
+        options = _table(hedge, where, source)
+        _unknown(options, _options(Hedge), where, source)
+        table["hedge"] = _make(Hedge, options, where, source)
     prices = table.get("prices")
     if isinstance(prices, Mapping):
         table["prices"] = {
@@ -560,5 +583,5 @@ def _blamed(message: str, tables: Mapping[str, Any], options: Mapping[str, Any])
             if isinstance(members, list) and name.startswith(f"{pool}/"):
                 return ("providers", pool, "members", name.partition("/")[2])
     client = tables.get("client") or {}
-    keys = [k for k in options if k in client and re.search(rf"\b{re.escape(k)}\b", message)]
-    return ("client", keys[0]) if len(keys) == 1 else ("client",)
+    key = _named_key(message, [k for k in options if k in client])
+    return ("client",) if key is None else ("client", key)
