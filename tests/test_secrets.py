@@ -8,7 +8,7 @@ import logging
 import pytest
 
 import failover
-from failover.testing import MockServer
+from failover.testing import FakeSleeper, MockServer
 
 from conftest import KEY, anthropic, clear_proxy_variables, openai
 
@@ -330,3 +330,22 @@ def test_an_echo_of_the_key_cut_short_is_redacted_too(mock_server, caplog):
     for text in texts:
         # No run of 16 or more of the key's leading characters is left.
         assert key[:16] not in (text or ""), text
+
+
+def test_a_key_of_another_provider_echoed_back_is_redacted(mock_server, caplog):
+    """A gateway in front of several providers may echo any of their keys."""
+    other_key = "sk-ant-other-provider-0123456789"
+    mock_server.push(401, json={"error": {"message": f"{other_key} is not a key of this account"}})
+    mock_server.push(503, json={"error": {"message": "down"}})
+    claude = failover.Anthropic("claude-x", base_url=mock_server.url, api_key=other_key)
+    client = failover.Client(
+        {"gateway": openai(mock_server), "claude": claude}, sleeper=FakeSleeper()
+    )
+    caplog.set_level(logging.DEBUG, logger="failover")
+    with pytest.raises(failover.FailoverError) as info:
+        client.prompt("Hi")
+    texts = [str(info.value), repr(info.value)]
+    texts += [str(a) for a in info.value.attempts] + [r.getMessage() for r in caplog.records]
+    assert any("<redacted> is not a key of this account" in text for text in texts), texts
+    for text in texts:
+        assert other_key not in text and "other-provider" not in text, text

@@ -14,9 +14,10 @@ use crate::providers::{self, ProviderConfig};
 /// What a client holds for its calls, whatever face made it.
 pub struct Client {
     pub providers: Vec<ProviderConfig>,
-    /// What a proxy's URL holds of credentials: removed from every answer,
-    /// as keys are.
-    pub proxy_secrets: Vec<String>,
+    /// What its proxies' URLs and its providers' configurations hold of
+    /// credentials: removed from every answer, whichever provider gave it
+    /// (a request's own are its provider's alone).
+    pub secrets: Vec<String>,
     /// What calls share: cooldowns, the retry budget, pools' busy counts.
     pub state: Arc<dyn SharedState>,
     /// The client's limits and which of them each provider draws on.
@@ -84,13 +85,16 @@ impl Client {
         limits: Limits,
     ) -> Self {
         let busy = Busy::new(&providers);
-        let mut proxy_secrets = Vec::new();
+        let mut secrets = Vec::new();
         for url in proxy_urls {
-            providers::add_secrets(&mut proxy_secrets, &providers::url_secrets(url));
+            providers::add_secrets(&mut secrets, &providers::url_secrets(url));
+        }
+        for provider in &providers {
+            providers::add_secrets(&mut secrets, &providers::config_secrets(provider));
         }
         Self {
             providers,
-            proxy_secrets,
+            secrets,
             state,
             limits,
             busy,

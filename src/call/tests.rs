@@ -1030,10 +1030,43 @@ fn a_proxys_credentials_are_among_the_secrets_every_request_carries() {
         Limits::default(),
     );
     assert!(
-        client.proxy_secrets.iter().any(|s| s == "pr0xy-pa55"),
+        client.secrets.iter().any(|s| s == "pr0xy-pa55"),
         "{:?}",
-        client.proxy_secrets
+        client.secrets
     );
+}
+
+#[tokio::test]
+async fn a_key_of_another_provider_echoed_in_an_answer_is_redacted() {
+    use crate::engine::CallError;
+    let server = server();
+    let mut other = provider("b", "https://b.example/v1?key=b-query-secret-0");
+    other.api_key = Some("sk-bbbb-second-key".into());
+    other.headers = vec![("x-gateway-token".into(), "gw-token-secret-1".into())];
+    let client = client(vec![provider("a", &format!("{}/v1", server.url())), other]);
+    let mut refused = ScriptedResponse::new(400);
+    refused.body = serde_json::to_vec(&serde_json::json!({"error": {"message":
+        "sk-bbbb-second-key, gw-token-secret-1 and b-query-secret-0 are not keys of this account"}}))
+    .unwrap();
+    server.push(refused).unwrap();
+    let mut call = call(&client, Job::Chat(chat(None)), &[0]);
+    let failure = call
+        .run(&FixedKeys, &Recorded::default(), None)
+        .await
+        .unwrap()
+        .unwrap_err();
+    let CallError::Provider(failed) = &failure.error else {
+        panic!("{:?}", failure.error);
+    };
+    let told = format!("{:?} {:?}", failed.failure, failure.attempts);
+    assert!(told.contains("are not keys of this account"), "{told}");
+    for secret in [
+        "sk-bbbb-second-key",
+        "gw-token-secret-1",
+        "b-query-secret-0",
+    ] {
+        assert!(!told.contains(secret), "{secret} in {told}");
+    }
 }
 
 #[tokio::test]

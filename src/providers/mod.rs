@@ -30,9 +30,9 @@ pub use answer::{name_failure, parse_embed_response, parse_response};
 pub use exchange::{exchange, Reply};
 pub use media::{build_media_request, parse_media_response, unable_media};
 pub use request::{
-    authorize, build, build_embed_request, build_request, build_stream_request, dropped_hints,
-    endpoint_url, estimated_tokens, key_header_for, key_header_given, key_header_name, unable,
-    unable_for, unable_to_embed,
+    authorize, build, build_embed_request, build_request, build_stream_request, config_secrets,
+    dropped_hints, endpoint_url, estimated_tokens, key_header_for, key_header_given,
+    key_header_name, unable, unable_for, unable_to_embed,
 };
 pub use secrets::{
     add_secrets, is_credential_header, redact, redacted_body, secret_values, url_secrets,

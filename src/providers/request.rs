@@ -122,6 +122,28 @@ pub fn unable_to_embed(provider: &ProviderConfig) -> Option<String> {
     Some(format!("{} cannot embed: {why}", provider.name))
 }
 
+/// What `provider`'s configuration holds secret: its key, its credential
+/// headers' values, its URL's credentials. A client removes every
+/// provider's from every answer: a key one provider echoes back may be
+/// another's (a gateway in front of several, a key pasted in the wrong
+/// place).
+pub fn config_secrets(provider: &ProviderConfig) -> Vec<String> {
+    let credentials: Vec<(String, String)> = provider
+        .headers
+        .iter()
+        .filter(|(name, _)| is_credential_header(name))
+        .cloned()
+        .collect();
+    let mut secrets = secret_values(&credentials);
+    add_secrets(&mut secrets, &url_secrets(&provider.base_url));
+    if let Some(key) = provider.api_key.as_deref() {
+        if key.len() >= MIN_KEY_LEN {
+            add_secrets(&mut secrets, &[key.to_string()]);
+        }
+    }
+    secrets
+}
+
 /// The request every wire sends: its body as JSON, the provider's and the
 /// call's headers (credential ones kept apart, to be redacted), the secrets
 /// the URL carries.
