@@ -843,6 +843,20 @@ where
     }
 }
 
+/// A failed request's share of the limits: its tokens are what it reported,
+/// none if it was refused unbilled (else its estimate stands); its slot is
+/// free for the next request as the permit drops.
+fn settle_failed(permit: Permit, failure: &Failure) {
+    match (
+        failure.usage.as_deref().and_then(Usage::total),
+        failure.billed,
+    ) {
+        (Some(tokens), _) => permit.correct(tokens),
+        (None, Some(false)) => permit.correct(0),
+        (None, _) => {}
+    }
+}
+
 /// Where a late attempt at `index` is hedged, with its permit, if the hedge
 /// budget allows one; what is passed over, and a budget that refuses, are
 /// recorded in `late`.
@@ -1398,7 +1412,14 @@ where
                                     }
                                     held_back.extend(raced.second_record);
                                     match raced.outcome {
-                                        Won::First(outcome, took) => (outcome, took, began.1),
+                                        Won::First(outcome, took) => {
+                                            if let (Some(lost), Some(unsent)) =
+                                                (&raced.second_failed, held)
+                                            {
+                                                settle_failed(unsent, lost);
+                                            }
+                                            (outcome, took, began.1)
+                                        }
                                         Won::Second(value, first_record, took, started) => {
                                             // In the order they began: the first
                                             // attempt, what the hedge passed over,
@@ -1407,7 +1428,12 @@ where
                                             attempts.append(&mut held_back);
                                             // The winner's share of the limits is the
                                             // call's now; the loser's slot is free.
-                                            drop(std::mem::replace(&mut permit, held));
+                                            let lost = std::mem::replace(&mut permit, held);
+                                            if let (Some(failed), Some(lost)) =
+                                                (&raced.first_failed, lost)
+                                            {
+                                                settle_failed(lost, failed);
+                                            }
                                             at = to;
                                             waited = Duration::ZERO;
                                             (Ok(value), took, started)
@@ -1496,17 +1522,8 @@ where
             // `.retry_after`, and the cooldown if it is given up on.
             let hinted = spec.policy.server_wait(&situation);
             let retry_after = hinted;
-            // Its tokens are what it reported, none if it was refused
-            // unbilled; its slot is free for the next request.
             if let Some(permit) = permit.take() {
-                match (
-                    failure.usage.as_deref().and_then(Usage::total),
-                    failure.billed,
-                ) {
-                    (Some(tokens), _) => permit.correct(tokens),
-                    (None, Some(false)) => permit.correct(0),
-                    (None, _) => {}
-                }
+                settle_failed(permit, &failure);
             }
             // A rate limit with a wait: nothing more is sent on its limits,
             // nor at any provider of its quota, until the wait is over.

@@ -2,7 +2,8 @@
 //! a provider without room passed over, a wait for the first to have it,
 //! the deadline and the policy's cap on that wait, a retry's room, a
 //! hinted 429 closing the limits and cooling the quota, a slot held in
-//! another process asked for again after pauses of real time.
+//! another process asked for again after pauses of real time, a hedge's
+//! race settling each request's tokens.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use super::classify::{ErrorKind, Failure};
 use super::clock::{Clock, ManualClock};
 use super::failover::*;
-use super::limit::{Blocked, FleetAnswer, FleetLimits, Limit, Limiter, FLEET_RECHECK};
+use super::limit::{Blocked, FleetAnswer, FleetLimits, Limit, Limiter, Permit, FLEET_RECHECK};
 use super::policy::RetryPolicy;
 use super::state::{FleetState, LocalState};
 
@@ -492,4 +493,112 @@ async fn a_slot_held_in_another_process_is_asked_for_again_in_real_time() {
         "{}",
         failure.reason
     );
+}
+
+fn tpm(n: u64) -> Limit {
+    Limit {
+        tpm: Some(n),
+        ..Limit::default()
+    }
+}
+
+/// A hedged call under limits: provider 0 answers `first` after its delay,
+/// provider 1 `second` after its own; the hedge goes after 20 ms.
+async fn hedged(
+    setup: &Setup,
+    first: (u64, Result<&'static str, Failure>),
+    second: (u64, Result<&'static str, Failure>),
+) -> Result<Success<&'static str>, CallFailure> {
+    let slots: Vec<ProviderSlot> = (0..2)
+        .map(|i| ProviderSlot {
+            overloaded_statuses: OVERLOADED,
+            state_key: &setup.keys[i],
+            name: &setup.keys[i],
+            unable: None,
+            limits: &setup.draws[i],
+            own_limit: setup.own[i],
+            tokens: 10,
+            quota_key: None,
+        })
+        .collect();
+    let policy = RetryPolicy::default();
+    let hedge = super::hedge::Hedge::new(secs(0.02), 1.0);
+    let spec = CallSpec {
+        call_id: "c",
+        providers: &slots,
+        policy: &policy,
+        attempt_timeout: secs(60.0),
+        deadline: None,
+        spent: Duration::ZERO,
+        state: Some(&setup.state),
+        limiter: Some(&setup.limiter),
+        hedge: Some(&hedge),
+    };
+    let script = Mutex::new(vec![Some(first), Some(second)]);
+    run_from(
+        &spec,
+        None,
+        &setup.clock,
+        &mut || 0.0,
+        &mut |_| {},
+        |provider, _| {
+            let (delay, outcome) = script.lock().unwrap()[provider].take().unwrap();
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                outcome
+            }
+        },
+    )
+    .await
+}
+
+fn refused_unbilled() -> Result<&'static str, Failure> {
+    Err(Failure {
+        status: Some(503),
+        billed: Some(false),
+        ..Failure::without_response(ErrorKind::ServerError, "503")
+    })
+}
+
+// Tokio's paused clock: the hedge's real-time `after` and the answers'
+// delays pass at once, exactly.
+#[tokio::test(start_paused = true)]
+async fn a_failed_request_in_a_hedges_race_gives_back_its_estimated_tokens() {
+    // Room for one request's estimate (10) in each provider's minute, not two.
+    let setup = Setup::new(vec![tpm(15), tpm(15)], vec![vec![0], vec![1]]);
+    // The hedge is refused unbilled; the first attempt then answers.
+    let ok = hedged(&setup, (80, Ok("first")), (0, refused_unbilled()))
+        .await
+        .unwrap();
+    assert_eq!(ok.provider, 0);
+    drop(ok);
+    let has_room = |bucket: usize| {
+        setup
+            .limiter
+            .take_here(&[bucket], setup.now(), 10, None)
+            .map(Permit::unused)
+            .is_ok()
+    };
+    assert!(has_room(1), "the failed hedge's estimate was kept");
+    assert!(
+        !has_room(0),
+        "the answer's estimate stands (no usage reported)"
+    );
+
+    // The first attempt is refused unbilled after the hedge went; the hedge answers.
+    let setup = Setup::new(vec![tpm(15), tpm(15)], vec![vec![0], vec![1]]);
+    let ok = hedged(&setup, (40, refused_unbilled()), (60, Ok("backup")))
+        .await
+        .unwrap();
+    assert_eq!(ok.provider, 1);
+    drop(ok);
+    let has_room = |bucket: usize| {
+        setup
+            .limiter
+            .take_here(&[bucket], setup.now(), 10, None)
+            .map(Permit::unused)
+            .is_ok()
+    };
+    assert!(has_room(0), "the failed first attempt's estimate was kept");
+    assert!(!has_room(1));
 }
