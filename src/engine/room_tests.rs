@@ -87,8 +87,9 @@ impl Setup {
             .expect("only the manual clock is waited on")
     }
 
-    async fn run(&self, script: Vec<Result<&'static str, Failure>>) -> Run {
-        let slots: Vec<ProviderSlot> = (0..self.keys.len())
+    /// Each provider's slot: an estimate of 10 tokens a request.
+    fn slots(&self) -> Vec<ProviderSlot<'_>> {
+        (0..self.keys.len())
             .map(|i| ProviderSlot {
                 overloaded_statuses: OVERLOADED,
                 state_key: &self.keys[i],
@@ -99,7 +100,11 @@ impl Setup {
                 tokens: 10,
                 quota_key: self.quotas[i].as_deref(),
             })
-            .collect();
+            .collect()
+    }
+
+    async fn run(&self, script: Vec<Result<&'static str, Failure>>) -> Run {
+        let slots = self.slots();
         let policy = RetryPolicy::default();
         let spec = CallSpec {
             call_id: "c",
@@ -509,18 +514,7 @@ async fn hedged(
     first: (u64, Result<&'static str, Failure>),
     second: (u64, Result<&'static str, Failure>),
 ) -> Result<Success<&'static str>, CallFailure> {
-    let slots: Vec<ProviderSlot> = (0..2)
-        .map(|i| ProviderSlot {
-            overloaded_statuses: OVERLOADED,
-            state_key: &setup.keys[i],
-            name: &setup.keys[i],
-            unable: None,
-            limits: &setup.draws[i],
-            own_limit: setup.own[i],
-            tokens: 10,
-            quota_key: None,
-        })
-        .collect();
+    let slots = setup.slots();
     let policy = RetryPolicy::default();
     let hedge = super::hedge::Hedge::new(secs(0.02), 1.0);
     let spec = CallSpec {
@@ -552,6 +546,15 @@ async fn hedged(
     .await
 }
 
+/// Whether `bucket` has room for one more request's estimate now.
+fn has_room(setup: &Setup, bucket: usize) -> bool {
+    setup
+        .limiter
+        .take_here(&[bucket], setup.now(), 10, None)
+        .map(Permit::unused)
+        .is_ok()
+}
+
 fn refused_unbilled() -> Result<&'static str, Failure> {
     Err(Failure {
         status: Some(503),
@@ -572,16 +575,9 @@ async fn a_failed_request_in_a_hedges_race_gives_back_its_estimated_tokens() {
         .unwrap();
     assert_eq!(ok.provider, 0);
     drop(ok);
-    let has_room = |bucket: usize| {
-        setup
-            .limiter
-            .take_here(&[bucket], setup.now(), 10, None)
-            .map(Permit::unused)
-            .is_ok()
-    };
-    assert!(has_room(1), "the failed hedge's estimate was kept");
+    assert!(has_room(&setup, 1), "the failed hedge's estimate was kept");
     assert!(
-        !has_room(0),
+        !has_room(&setup, 0),
         "the answer's estimate stands (no usage reported)"
     );
 
@@ -592,13 +588,9 @@ async fn a_failed_request_in_a_hedges_race_gives_back_its_estimated_tokens() {
         .unwrap();
     assert_eq!(ok.provider, 1);
     drop(ok);
-    let has_room = |bucket: usize| {
-        setup
-            .limiter
-            .take_here(&[bucket], setup.now(), 10, None)
-            .map(Permit::unused)
-            .is_ok()
-    };
-    assert!(has_room(0), "the failed first attempt's estimate was kept");
-    assert!(!has_room(1));
+    assert!(
+        has_room(&setup, 0),
+        "the failed first attempt's estimate was kept"
+    );
+    assert!(!has_room(&setup, 1));
 }
