@@ -549,6 +549,48 @@ def test_each_call_type_fails_over_from_openai_to_gemini(
     assert [(a.provider, a.status) for a in result.attempts] == [("gpt", 503), ("gemini", 200)]
 
 
+def test_speech_fails_over_between_providers_each_in_its_own_voice(
+    face: str, server: MockServer, backup_server: MockServer
+) -> None:
+    server.push(503, json={"error": {"message": "Service unavailable", "type": "server_error"}})
+    backup_server.push_audio(SOME_PCM, wire="gemini")
+    client = failover.Client({"gpt": openai(server), "gemini": gemini(backup_server)})
+    voices = {"gpt": "alloy", "gemini": "Kore"}
+    with fake_sleep():
+        result = run(face, client, "speak", "Hello", voice=voices, format="wav")
+    assert result.provider == "gemini"
+    assert server.requests[0].json["voice"] == "alloy"
+    sent = backup_server.requests[0].json["generationConfig"]["speechConfig"]
+    assert sent["voiceConfig"]["prebuiltVoiceConfig"] == {"voiceName": "Kore"}
+    # A provider the mapping leaves out is skipped, saying why.
+    backup_server.push_audio(SOME_PCM, wire="gemini")
+    result = run(face, client, "speak", "Hello", voice={"gemini": "Puck"}, format="wav")
+    assert result.attempts[0].skipped == "gpt cannot speak: voice= names no voice for it"
+    assert server.requests[1:] == []
+
+
+def test_a_voice_for_a_pool_is_each_members_and_unknown_names_are_refused(
+    server: MockServer, backup_server: MockServer
+) -> None:
+    server.push_audio()
+    pool = failover.Pool("tts", {"a1": openai(server), "a2": openai(backup_server)})
+    client = failover.Client({"tts": pool, "gemini": gemini(backup_server)})
+    result = client.speak("Hello", voice={"tts": "nova"})
+    assert result.provider == "a1"
+    assert server.requests[0].json["voice"] == "nova"
+    for voices, says in [
+        ({"gpt": "alloy"}, r"voice= names unknown provider\(s\) \['gpt'\]"),
+        ({"a1": "alloy"}, r"voice= names pools, not their members: \['a1'\]"),
+        ({}, "voice= as a mapping gives each provider's voice by its name"),
+        ({"tts": ""}, "voice= as a mapping"),
+        ({"tts": 3}, "voice= as a mapping"),
+        (["alloy"], "voice= must be a voice name"),
+    ]:
+        with pytest.raises(failover.ConfigurationError, match=says):
+            client.speak("Hello", voice=voices)  # type: ignore[arg-type]
+    assert len(server.requests) == 1
+
+
 def test_a_gemini_image_asks_for_the_image_modality_and_an_aspect_ratio(
     face: str, server: MockServer
 ) -> None:

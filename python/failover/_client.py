@@ -475,14 +475,7 @@ class Client:
                 raise ConfigurationError("provider= names no provider")
             if len(set(names)) != len(names):
                 raise ConfigurationError(f"provider= names a provider twice: {names}")
-            unknown = [n for n in names if n not in self._entries]
-            if unknown:
-                members = [n for n in names if n in self._index]
-                if members:
-                    raise ConfigurationError(f"provider= names pools, not their members: {members}")
-                raise ConfigurationError(
-                    f"unknown provider(s) {unknown}; configured: {list(self._entries)}"
-                )
+            self._check_named("provider=", names)
         chain_names = [self._names[i] for n in names for i in self._entries[n].indexes]
         if model is not None and len(chain_names) != 1:
             # Named in the configured order (the core orders pools per call).
@@ -995,7 +988,31 @@ class Client:
         )
         args.headers = list(_checked_headers("headers=", headers).items()) or None
         self._check_credential_headers(args.headers, args.chain)
+        if isinstance(args.voice, dict):
+            args.voice = self._voices(args.voice)
         return args
+
+    def _check_named(self, option: str, names: Iterable[str]) -> None:
+        """Every name is a configured provider's or pool's (a pool member's is
+        refused: members are not named alone)."""
+        unknown = [name for name in names if name not in self._entries]
+        if unknown:
+            members = [name for name in unknown if name in self._index]
+            if members:
+                raise ConfigurationError(f"{option} names pools, not their members: {members}")
+            raise ConfigurationError(
+                f"{option} names unknown provider(s) {unknown}; configured: {list(self._entries)}"
+            )
+
+    def _voices(self, voices: dict[str, str]) -> list[tuple[str, str]]:
+        """``voice=`` by provider name, as each chain member is named: a pool's voice is
+        each of its members'. A name the client lacks is refused (a typo would skip)."""
+        self._check_named("voice=", voices)
+        return [
+            (self._names[i], voice)
+            for name, voice in voices.items()
+            for i in self._entries[name].indexes
+        ]
 
     def _media(self, args: MediaArgs, result: type[M]) -> M:
         """One image, speech or transcription call, made: its span, its
@@ -1100,7 +1117,7 @@ class Client:
         self,
         text: str,
         *,
-        voice: str,
+        voice: str | Mapping[str, str],
         format: str = "mp3",
         speed: float | None = None,
         instructions: str | None = None,
@@ -1119,8 +1136,9 @@ class Client:
         The same retry, failover, deadline, limits and events as ``prompt()``.
         ``speed`` is from 0.25 to 4.0; ``instructions`` steers the voice where
         the model takes them (gpt-4o-mini-tts). Voices are each provider's
-        own names: failing over between providers with different voices is
-        the caller's choice (pass ``provider=``).
+        own names: to fail over between providers with different voices,
+        name each one's, ``voice={"openai": "alloy", "gemini": "Kore"}`` (a
+        provider the mapping leaves out is skipped).
         """
         args = self._media_args(
             _media.speech_args(text, voice, format, speed, instructions),
@@ -1139,7 +1157,7 @@ class Client:
         self,
         text: str,
         *,
-        voice: str,
+        voice: str | Mapping[str, str],
         format: str = "mp3",
         speed: float | None = None,
         instructions: str | None = None,
@@ -1170,7 +1188,7 @@ class Client:
         self,
         text: str,
         *,
-        voice: str,
+        voice: str | Mapping[str, str],
         format: str = "mp3",
         speed: float | None = None,
         instructions: str | None = None,
@@ -1211,7 +1229,7 @@ class Client:
         self,
         text: str,
         *,
-        voice: str,
+        voice: str | Mapping[str, str],
         format: str = "mp3",
         speed: float | None = None,
         instructions: str | None = None,

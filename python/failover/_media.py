@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from _collections_abc import Mapping  # collections.abc's, loaded at startup
 
 from ._checks import count, number, utf8_text
 from ._exceptions import ConfigurationError
@@ -72,11 +73,24 @@ def speech_args(
     """``speak()``'s own options, checked."""
     args = MediaArgs("speech")
     args.text = _text("text", text)
-    if not isinstance(voice, str) or not voice.strip():
+    if isinstance(voice, Mapping):
+        # By provider name: the client checks the names and expands pools.
+        if not voice or not all(
+            isinstance(name, str) and isinstance(each, str) and each.strip()
+            for name, each in voice.items()
+        ):
+            raise ConfigurationError(
+                "voice= as a mapping gives each provider's voice by its name, "
+                f"e.g. {{'openai': 'alloy', 'gemini': 'Kore'}}, got {voice!r}"
+            )
+        args.voice = {name: _text("voice=", each) for name, each in voice.items()}
+    elif not isinstance(voice, str) or not voice.strip():
         raise ConfigurationError(
-            f"voice= must be a voice name (a non-empty str, e.g. 'alloy'), got {voice!r}"
+            "voice= must be a voice name (a non-empty str, e.g. 'alloy') or each provider's "
+            f"by its name ({{'openai': 'alloy', 'gemini': 'Kore'}}), got {voice!r}"
         )
-    args.voice = _text("voice=", voice)
+    else:
+        args.voice = _text("voice=", voice)
     if format not in SPEECH_FORMATS:
         raise ConfigurationError(f"format= is one of {list(SPEECH_FORMATS)}, got {format!r}")
     args.format = format

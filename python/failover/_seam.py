@@ -200,7 +200,9 @@ class MediaArgs:
     quality: str | None
     urls: bool
     text: str | None
-    voice: str | None
+    # One name; each provider's by its name (as given); each chain member's
+    # (pools expanded by the client).
+    voice: str | dict[str, str] | list[tuple[str, str]] | None
     format: str | None
     speed: float | None
     instructions: str | None

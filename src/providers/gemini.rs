@@ -29,20 +29,20 @@ impl WireFormat for GenerateContent {
 
     fn media_unable(
         &self,
-        _provider: &ProviderConfig,
+        provider: &ProviderConfig,
         _model: &str,
         request: &MediaRequest,
     ) -> Option<String> {
-        media::unable(request)
+        media::unable(&provider.name, request)
     }
 
     fn build_media(
         &self,
-        _provider: &ProviderConfig,
+        provider: &ProviderConfig,
         model: &str,
         request: &MediaRequest,
     ) -> (String, MediaBody) {
-        media::build(model, request)
+        media::build(&provider.name, model, request)
     }
 
     fn parse_media(

@@ -38,6 +38,13 @@ pub fn unable_media(provider: &ProviderConfig, request: &MediaRequest) -> Option
             "{name} cannot {verb}: it has no {option}= (and the call no model=)"
         ));
     }
+    if let Media::Speech { voice, .. } = &request.media {
+        if voice.for_provider(name).is_none() {
+            return Some(format!(
+                "{name} cannot {verb}: voice= names no voice for it"
+            ));
+        }
+    }
     let model = media_model(provider, request);
     let why = wire.media_unable(provider, model, request)?;
     Some(format!("{name} cannot {verb} so: {why}"))

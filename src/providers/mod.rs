@@ -39,7 +39,8 @@ pub use secrets::{
 };
 pub use types::{
     job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, GeneratedImage, Job, Media,
-    MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig, Segment, Usage, Wire,
+    MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig, Segment, Usage, Voice,
+    Wire,
 };
 pub use wire_format::WireFormat;
 pub use wires::format;

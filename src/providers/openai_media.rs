@@ -142,7 +142,9 @@ pub(super) fn build(
             instructions,
         } => {
             body.insert("input".into(), Value::from(text.as_str()));
-            body.insert("voice".into(), Value::from(voice.as_str()));
+            // (A provider without a voice was skipped: `unable_media`.)
+            let voice = voice.for_provider(&provider.name).unwrap_or_default();
+            body.insert("voice".into(), Value::from(voice));
             body.insert("response_format".into(), Value::from(format.as_str()));
             if let Some(speed) = speed {
                 body.insert("speed".into(), Value::from(*speed));

@@ -228,7 +228,7 @@ pub enum Media {
     /// Speech of a text.
     Speech {
         text: String,
-        voice: String,
+        voice: Voice,
         /// `mp3`, `wav`, `opus`, `aac`, `flac` or `pcm`.
         format: String,
         speed: Option<f64>,
@@ -245,6 +245,30 @@ pub enum Media {
         /// `json`, `text`, `verbose_json`, `srt` or `vtt`.
         response_format: String,
     },
+}
+
+/// The voice a speech call asks for. Voices are each provider's own names
+/// (OpenAI's `alloy`, Gemini's `Kore`): a chain of both names one for each.
+#[derive(Clone, Debug)]
+pub enum Voice {
+    /// The same name to every provider.
+    Every(String),
+    /// Each provider's, by its name; a provider without one cannot speak
+    /// this call (it is skipped, and says why).
+    ByProvider(Vec<(String, String)>),
+}
+
+impl Voice {
+    /// The voice `provider` is asked for, if the call names one for it.
+    pub fn for_provider(&self, provider: &str) -> Option<&str> {
+        match self {
+            Self::Every(voice) => Some(voice),
+            Self::ByProvider(voices) => voices
+                .iter()
+                .find(|(name, _)| name == provider)
+                .map(|(_, voice)| voice.as_str()),
+        }
+    }
 }
 
 /// The kind of a [`Media`] call, for what differs by kind only.

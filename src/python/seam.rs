@@ -21,7 +21,7 @@ use crate::engine::{AttemptRecord, ErrorKind, KindSet, RetryBudget, RetryPolicy,
 use crate::http::{TransportOptions, Verify};
 use crate::providers::{
     ChatResponse, EmbedResponse, Media, MediaContent, MediaKind, MediaResponse, ProviderConfig,
-    Wire,
+    Voice, Wire,
 };
 
 /// Where a provider's key comes from.
@@ -256,7 +256,7 @@ pub struct MediaArgs<'py> {
     pub quality: Option<String>,
     pub urls: bool,
     pub text: Option<String>,
-    pub voice: Option<String>,
+    pub voice: Option<VoiceArg>,
     pub format: Option<String>,
     pub speed: Option<f64>,
     pub instructions: Option<String>,
@@ -276,6 +276,14 @@ pub struct MediaArgs<'py> {
     pub pools: Option<Vec<(String, Vec<usize>)>>,
 }
 
+/// `voice=`: one name, or each provider's (by its name, a pool's expanded
+/// to its members by Python).
+#[derive(FromPyObject)]
+pub enum VoiceArg {
+    Every(String),
+    ByProvider(Vec<(String, String)>),
+}
+
 impl MediaArgs<'_> {
     /// What the call asks for; Python checked each field.
     pub fn media(&mut self) -> PyResult<Media> {
@@ -292,7 +300,10 @@ impl MediaArgs<'_> {
             },
             "speech" => Media::Speech {
                 text: self.text.take().ok_or_else(|| missing("text"))?,
-                voice: self.voice.take().ok_or_else(|| missing("voice"))?,
+                voice: match self.voice.take().ok_or_else(|| missing("voice"))? {
+                    VoiceArg::Every(voice) => Voice::Every(voice),
+                    VoiceArg::ByProvider(voices) => Voice::ByProvider(voices),
+                },
                 format: self.format.take().ok_or_else(|| missing("format"))?,
                 speed: self.speed,
                 instructions: self.instructions.take(),

@@ -118,9 +118,10 @@ fn recording_type(filename: &str) -> Option<&'static str> {
     })
 }
 
-/// Why Gemini cannot take `request`, if it cannot: what its API has no
-/// field for, or documents it refuses.
-pub(super) fn unable(request: &MediaRequest) -> Option<String> {
+/// Why Gemini cannot take `request` at `provider` (its name: the voice may
+/// be its own), if it cannot: what its API has no field for, or documents
+/// it refuses.
+pub(super) fn unable(provider: &str, request: &MediaRequest) -> Option<String> {
     match &request.media {
         Media::Image {
             size,
@@ -141,11 +142,12 @@ pub(super) fn unable(request: &MediaRequest) -> Option<String> {
             size.as_deref().and_then(|size| aspect_ratio(size).err())
         }
         Media::Speech {
-            voice: name,
+            voice,
             format,
             speed,
             ..
         } => {
+            let name = voice.for_provider(provider).unwrap_or_default();
             if !matches!(format.as_str(), "wav" | "pcm") {
                 return Some(format!(
                     "Gemini speaks WAV or raw PCM (format='wav' or 'pcm'), not {format}"
@@ -154,7 +156,7 @@ pub(super) fn unable(request: &MediaRequest) -> Option<String> {
             if speed.is_some() {
                 return Some("Gemini takes no speed= (ask for a pace in instructions=)".into());
             }
-            if voice(name).is_none() {
+            if self::voice(name).is_none() {
                 return Some(format!(
                     "Gemini has no voice {name:?} (its voices: {})",
                     VOICES.join(", ")
@@ -211,8 +213,9 @@ fn transcription_instruction(language: Option<&str>, prompt: Option<&str>) -> St
     instruction
 }
 
-/// The request for `model`: its path (under the base URL) and body.
-pub(super) fn build(model: &str, request: &MediaRequest) -> (String, MediaBody) {
+/// The request for `model` at `provider` (its name): its path (under the
+/// base URL) and body.
+pub(super) fn build(provider: &str, model: &str, request: &MediaRequest) -> (String, MediaBody) {
     let path = format!("/{}:generateContent", resource(model));
     let user = |parts: Value| json!([{"role": "user", "parts": parts}]);
     let body = match &request.media {
@@ -225,17 +228,18 @@ pub(super) fn build(model: &str, request: &MediaRequest) -> (String, MediaBody) 
         }
         Media::Speech {
             text,
-            voice: name,
+            voice,
             instructions,
             ..
         } => {
+            let name = voice.for_provider(provider).unwrap_or_default();
             // Gemini's speech is steered by the prompt itself ("Say
             // cheerfully: ..."), not by a field.
             let spoken = match instructions {
                 Some(how) => format!("{}: {text}", how.trim().trim_end_matches([':', '.'])),
                 None => text.clone(),
             };
-            let voice_name = voice(name).unwrap_or(name.as_str());
+            let voice_name = self::voice(name).unwrap_or(name);
             json!({
                 "contents": user(json!([{"text": spoken}])),
                 "generationConfig": {
@@ -517,6 +521,7 @@ fn no_content(refusal: Option<String>, missing: &str, said: &str) -> MediaProble
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::types::Voice;
 
     fn request(media: Media) -> MediaRequest {
         MediaRequest {
@@ -539,7 +544,7 @@ mod tests {
     fn speech(voice: &str, format: &str) -> MediaRequest {
         request(Media::Speech {
             text: "Hello".into(),
-            voice: voice.into(),
+            voice: Voice::Every(voice.into()),
             format: format.into(),
             speed: None,
             instructions: Some("Say cheerfully.".into()),
@@ -559,7 +564,7 @@ mod tests {
         assert!(aspect_ratio("1000x999").unwrap_err().contains("1000:999"));
         assert!(aspect_ratio("0x5").is_err());
         let (_, MediaBody::Json(body)) =
-            build("gemini-2.5-flash-image", &image(Some("1920x1080"), 1))
+            build("g", "gemini-2.5-flash-image", &image(Some("1920x1080"), 1))
         else {
             panic!("not JSON")
         };
@@ -571,16 +576,18 @@ mod tests {
 
     #[test]
     fn what_gemini_has_no_field_for_is_refused_before_sending() {
-        assert!(unable(&image(None, 2))
+        assert!(unable("g", &image(None, 2))
             .unwrap()
             .contains("one image per call"));
-        assert!(unable(&image(Some("1000x999"), 1)).is_some());
-        assert_eq!(unable(&image(Some("1024x1024"), 1)), None);
-        assert!(unable(&speech("Kore", "mp3")).unwrap().contains("not mp3"));
-        assert!(unable(&speech("alloy", "wav"))
+        assert!(unable("g", &image(Some("1000x999"), 1)).is_some());
+        assert_eq!(unable("g", &image(Some("1024x1024"), 1)), None);
+        assert!(unable("g", &speech("Kore", "mp3"))
+            .unwrap()
+            .contains("not mp3"));
+        assert!(unable("g", &speech("alloy", "wav"))
             .unwrap()
             .contains("no voice \"alloy\""));
-        assert_eq!(unable(&speech("kore", "wav")), None);
+        assert_eq!(unable("g", &speech("kore", "wav")), None);
         let big = request(Media::Transcription {
             audio: bytes::Bytes::from(vec![0u8; 15_000_000]),
             filename: "a.wav".into(),
@@ -588,7 +595,7 @@ mod tests {
             prompt: None,
             response_format: "json".into(),
         });
-        assert!(unable(&big)
+        assert!(unable("g", &big)
             .unwrap()
             .contains("at most 14.99 MB inline (20 MB a request, in base64), not 15.00 MB"));
     }
@@ -596,7 +603,7 @@ mod tests {
     #[test]
     fn speech_is_asked_for_with_its_voice_and_instructions() {
         let (path, MediaBody::Json(body)) =
-            build("gemini-2.5-flash-preview-tts", &speech("kore", "wav"))
+            build("g", "gemini-2.5-flash-preview-tts", &speech("kore", "wav"))
         else {
             panic!("not JSON")
         };
@@ -610,6 +617,28 @@ mod tests {
                     "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Kore"}}},
                 },
             })
+        );
+    }
+
+    #[test]
+    fn a_voice_by_provider_asks_each_for_its_own() {
+        let mut request = speech("", "wav");
+        if let Media::Speech { voice, .. } = &mut request.media {
+            *voice = Voice::ByProvider(vec![
+                ("o".into(), "alloy".into()),
+                ("g".into(), "puck".into()),
+            ]);
+        }
+        // OpenAI's "alloy" is not Gemini's, and is not asked of it.
+        assert_eq!(unable("g", &request), None);
+        let (_, MediaBody::Json(body)) = build("g", "gemini-2.5-flash-preview-tts", &request)
+        else {
+            panic!("not JSON")
+        };
+        assert_eq!(
+            body["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]
+                ["voiceName"],
+            "Puck"
         );
     }
 
@@ -694,7 +723,7 @@ mod tests {
             prompt: Some("Ruby".into()),
             response_format: "json".into(),
         });
-        let (_, MediaBody::Json(body)) = build("gemini-2.5-flash", &request) else {
+        let (_, MediaBody::Json(body)) = build("g", "gemini-2.5-flash", &request) else {
             panic!("not JSON")
         };
         let parts = &body["contents"][0]["parts"];
