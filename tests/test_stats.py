@@ -195,6 +195,105 @@ def test_a_stream_whose_task_is_cancelled_mid_read_is_counted(mock_server: MockS
     assert (stats.providers["main"].attempts, stats.providers["main"].answered) == (1, 0)
 
 
+UNAUTHORIZED = {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}
+
+
+def wait_for_request(server: MockServer) -> None:
+    """Until ``server`` has been sent a request (its answer hangs)."""
+    for _ in range(1000):
+        if server.requests:
+            return
+        threading.Event().wait(0.005)
+    raise AssertionError("no request came")
+
+
+def assert_cut_after_a_failover(stats: failover.Stats) -> None:
+    """``main`` refused (401), the call failed over to ``backup``, and was cut
+    short while ``backup``'s request was in flight: both attempts counted."""
+    assert stats.calls == 1
+    main, backup = stats.providers["main"], stats.providers["backup"]
+    assert (main.attempts, main.failures, main.failovers) == (1, {"auth": 1}, 1)
+    assert (backup.attempts, backup.failures, backup.answered) == (1, {}, 0)
+
+
+def test_a_call_whose_task_is_cancelled_counts_what_it_sent(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(401, json=UNAUTHORIZED)
+    backup_server.push(fault="hang")
+    client = failover.Client({"main": openai(mock_server), "backup": openai(backup_server)})
+
+    async def run() -> None:
+        task = asyncio.create_task(client.prompt_async("Hi"))
+        await asyncio.to_thread(wait_for_request, backup_server)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert_cut_after_a_failover(client.stats())
+
+
+def test_a_stream_cancelled_before_its_first_content_counts_what_it_sent(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(401, json=UNAUTHORIZED)
+    backup_server.push(fault="hang")
+    client = failover.Client({"main": openai(mock_server), "backup": openai(backup_server)})
+
+    async def run() -> failover.Stats:
+        async def read() -> None:
+            async for _chunk in client.stream_async("Hi"):
+                pass
+
+        task = asyncio.create_task(read())
+        await asyncio.to_thread(wait_for_request, backup_server)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(400):  # up to 2 s for the runtime to let go of the read
+            if client.stats().calls:
+                break
+            await asyncio.sleep(0.005)
+        return client.stats()
+
+    assert_cut_after_a_failover(asyncio.run(run()))
+
+
+def test_a_call_interrupted_in_its_wait_counts_what_it_sent(mock_server: MockServer) -> None:
+    """Ctrl-C during a Retry-After wait: the rate-limited attempt was made."""
+    mock_server.push(429, headers={"retry-after": "2"}, json={"error": {"message": "slow"}})
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    client = failover.Client({"main": openai(mock_server)}, sleeper=interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        client.prompt("Hi")
+    stats = client.stats()
+    assert stats.calls == 1
+    assert stats.providers["main"].attempts == 1
+    assert stats.providers["main"].failures == {"rate_limited": 1}
+
+
+def test_a_call_ended_by_a_bad_key_partway_counts_what_it_sent(
+    mock_server: MockServer, backup_server: MockServer
+) -> None:
+    mock_server.push(401, json=UNAUTHORIZED)
+    backup = failover.OpenAICompatible(
+        model="m",
+        base_url=backup_server.url,
+        api_key=lambda: 42,  # type: ignore[arg-type,return-value]
+    )
+    client = failover.Client({"main": openai(mock_server), "backup": backup})
+    with pytest.raises(failover.ConfigurationError):
+        client.prompt("Hi")
+    assert backup_server.requests == []
+    stats = client.stats()
+    assert stats.calls == 1
+    assert (stats.providers["main"].attempts, stats.providers["backup"].attempts) == (1, 0)
+
+
 def test_a_stream_closed_before_it_was_read_is_no_call(face: str, mock_server: MockServer) -> None:
     client = failover.Client({"main": openai(mock_server)})
     if face == "sync":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os  # loaded at interpreter startup: transcribe()'s hints name os.PathLike
 
 from . import _media, _native, _options, _sleep
+from ._attempt import _attempts
 from ._checks import count, is_async_callable, number, seconds
 from ._cost import Price, Pricing
 from ._events import EventHook, _emitter
@@ -389,14 +390,29 @@ class Client:
             observed.answered(result)
         return result
 
-    def _failed(self, error: BaseException, embeddings: bool, observed: Observed | None) -> None:
+    def _failed(
+        self,
+        error: BaseException,
+        embeddings: bool,
+        observed: Observed | None,
+        journal: _native.Journal | None = None,
+    ) -> None:
         """A failed call's error: priced, counted in ``stats()``, and its span
-        ended (an interrupt or a cancellation ends the span only)."""
-        # A call refused before anything was tried (a ConfigurationError) is no call.
+        ended (an interrupt or a cancellation ends the span only). A call cut
+        short (cancelled, Ctrl-C, a ConfigurationError partway) is counted from
+        its ``journal``: what it had sent, the attempt in flight with
+        ``billed=None``."""
         if isinstance(error, FailoverError) and error.attempts:
             if self._pricing is not None:
                 self._pricing.error(error, embeddings)
             self._tally.count(error.attempts, None)
+        elif journal is not None:
+            # A call refused before anything was sent is no call: nothing logged.
+            attempts = _attempts(journal.take())
+            if attempts:
+                if self._pricing is not None:
+                    attempts = self._pricing.attempts(attempts, embeddings)
+                self._tally.count(attempts, None)
         if observed is not None:
             observed.failed(error)
 
@@ -529,6 +545,7 @@ class Client:
         args.idempotency_key = _options.idempotency_key(idempotency_key)
         args.emit = self._emit
         args.pools = pools
+        args.journal = _native.Journal()
 
     def _call_args(
         self,
@@ -658,7 +675,7 @@ class Client:
         try:
             data = self._native.prompt(args)
         except BaseException as error:
-            self._failed(error, False, observed)
+            self._failed(error, False, observed, args.journal)
             raise
         return self._answered(Response(data, self._pricing), observed)
 
@@ -712,7 +729,7 @@ class Client:
         try:
             data = await self._native.prompt_async(args)
         except BaseException as error:
-            self._failed(error, False, observed)
+            self._failed(error, False, observed, args.journal)
             raise
         return self._answered(Response(data, self._pricing), observed)
 
@@ -919,7 +936,7 @@ class Client:
         try:
             data = self._native.embed(args)
         except BaseException as error:
-            self._failed(error, True, observed)
+            self._failed(error, True, observed, args.journal)
             raise
         return self._answered(Embeddings(data, self._pricing), observed)
 
@@ -957,7 +974,7 @@ class Client:
         try:
             data = await self._native.embed_async(args)
         except BaseException as error:
-            self._failed(error, True, observed)
+            self._failed(error, True, observed, args.journal)
             raise
         return self._answered(Embeddings(data, self._pricing), observed)
 
@@ -1023,7 +1040,7 @@ class Client:
         try:
             data = self._native.media(args)
         except BaseException as error:
-            self._failed(error, False, observed)
+            self._failed(error, False, observed, args.journal)
             raise
         return self._answered(result(data, self._pricing), observed)
 
@@ -1036,7 +1053,7 @@ class Client:
         try:
             data = await self._native.media_async(args)
         except BaseException as error:
-            self._failed(error, False, observed)
+            self._failed(error, False, observed, args.journal)
             raise
         return self._answered(result(data, self._pricing), observed)
 

@@ -17,6 +17,7 @@ __all__ = [
     "ChunkData",
     "EmbeddingsData",
     "HealthData",
+    "Journal",
     "MediaData",
     "NativeClient",
     "NativeHedge",
@@ -60,6 +61,11 @@ def check_header(name: str, value: str) -> str | None: ...
 def quiesce() -> None: ...
 def url_has_credentials(url: str) -> bool: ...
 def url_parts(url: str) -> tuple[str, str, int | None, str, bool] | None: ...
+
+@final
+class Journal:
+    def __new__(cls) -> Journal: ...
+    def take(self) -> list[AttemptData]: ...
 
 @final
 class NativeHedge:

@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at runtim
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._native import NativeHedge, NativePolicy
+    from ._native import Journal, NativeHedge, NativePolicy
 
 
 class ProviderSpec:
@@ -121,6 +121,7 @@ class CallArgs:
         "headers",
         "hedge",
         "idempotency_key",
+        "journal",
         "max_tokens",
         "messages",
         "model",
@@ -157,6 +158,7 @@ class CallArgs:
     seed: int | None
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
+    journal: Journal | None
     emit: Any
     pools: list[tuple[str, list[int]]] | None
 
@@ -174,6 +176,7 @@ class MediaArgs:
         "format",
         "headers",
         "idempotency_key",
+        "journal",
         "instructions",
         "kind",
         "language",
@@ -218,6 +221,7 @@ class MediaArgs:
     model: str | None
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
+    journal: Journal | None
     emit: Any
     pools: list[tuple[str, list[int]]] | None
 
@@ -240,6 +244,7 @@ class EmbedArgs:
         "emit",
         "headers",
         "idempotency_key",
+        "journal",
         "model",
         "policy",
         "pools",
@@ -258,5 +263,6 @@ class EmbedArgs:
     dimensions: int | None
     headers: list[tuple[str, str]] | None
     idempotency_key: str | None
+    journal: Journal | None
     emit: Any
     pools: list[tuple[str, list[int]]] | None

@@ -8,12 +8,14 @@
 //! callbacks ([`CallEvents`]) behind small traits, ends a call through an
 //! [`Interrupter`], and raises exceptions from the values that come back.
 //!
-//! Inside, each file uses only those below it: `state_key`, `interrupt`
-//! and `keys` stand alone; `client` uses `state_key`; `plan` uses
-//! `client`; `run` uses `plan`, `keys` and `interrupt`; `stream` uses `run`.
+//! Inside, each file uses only those below it: `state_key`, `interrupt`,
+//! `keys` and `journal` stand alone; `client` uses `state_key`; `plan` uses
+//! `client`; `run` uses `plan`, `keys`, `interrupt` and `journal`; `stream`
+//! uses `run` and `journal`.
 
 mod client;
 mod interrupt;
+mod journal;
 mod keys;
 mod plan;
 mod run;
@@ -24,6 +26,7 @@ mod tests;
 
 pub use client::{Client, Limits, ProviderLimits, Reservation};
 pub use interrupt::{interrupt, Interrupted, Interrupter};
+pub use journal::{Journal, Logged};
 pub use keys::{FixedKeys, KeyAsk, KeyErrors, KeySource, NoKey, RecentKeys};
 pub use plan::{Plan, Pool, Strategy};
 pub use run::{new_call_id, Call, CallEvents, Outcome};

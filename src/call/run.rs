@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::client::Reservation;
 use super::interrupt::Interrupted;
+use super::journal::Journal;
 use super::keys::{KeyAsk, KeySource, NoKey};
 use super::plan::Plan;
 use crate::engine::{self, CallFailure, CallSpec, Clock, Event, Resume, RetryPolicy, Success};
@@ -35,6 +36,9 @@ pub struct Call<C, E> {
     pub reservations: Vec<Reservation>,
     /// Hedged requests (its budget the client's); `None`: none.
     pub hedge: Option<std::sync::Arc<engine::Hedge>>,
+    /// What its attempts did as they went, for a face to read when the
+    /// call is cut short.
+    pub journal: Journal,
 }
 
 /// A new call's id: 16 hex digits.
@@ -98,8 +102,11 @@ impl<C: Clock, E> Call<C, E> {
             idempotency_key,
             interrupted,
             hedge,
+            journal,
             ..
         } = self;
+        journal.clear();
+        let journal = &*journal;
         let client = plan.client();
         // A fleet-wide state's first read, bounded by its timeout and by what
         // the call can spare of its deadline, which counts it: the call began
@@ -239,7 +246,11 @@ impl<C: Clock, E> Call<C, E> {
                             ))
                         });
                     }
-                    providers::exchange(provider, job, transport, &sent, bounds).await
+                    let entry = journal.sent(position, &provider.name, &provider.model);
+                    let outcome =
+                        providers::exchange(provider, job, transport, &sent, bounds).await;
+                    journal.ended(entry, &outcome);
+                    outcome
                 }
             },
         );
@@ -264,6 +275,8 @@ impl<C: Clock, E> Call<C, E> {
         if let Some(error) = interrupted.take() {
             return Err(error);
         }
+        // Its records are the engine's: the journal is for runs cut short.
+        journal.discard();
         if let Some(notice) = client.state.take_notice() {
             events.notice(&notice);
         }

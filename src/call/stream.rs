@@ -92,6 +92,9 @@ pub struct StreamDriver<C, E> {
     /// Every attempt of a stream closed while it was being read, the one
     /// cut by the close last: what the call did, for the client's stats.
     closed: Option<Vec<AttemptRecord>>,
+    /// While a restart runs: the attempts before it (a close then cuts the
+    /// run, whose own are in the call's journal).
+    restarting: Option<Vec<AttemptRecord>>,
 }
 
 impl<C: Clock, E> StreamDriver<C, E> {
@@ -104,6 +107,7 @@ impl<C: Clock, E> StreamDriver<C, E> {
             time_to_first_token: None,
             response: None,
             closed: None,
+            restarting: None,
         }
     }
 
@@ -123,13 +127,26 @@ impl<C: Clock, E> StreamDriver<C, E> {
     }
 
     /// Nothing more is read (the connection closes as the stream drops).
-    /// A stream closed while live keeps its attempts (`closed_attempts`).
+    /// A stream closed while live, or while an engine run was starting or
+    /// restarting it, keeps its attempts (`closed_attempts`).
     pub fn close(&mut self) {
-        if let State::Live(live) = std::mem::replace(&mut self.state, State::Done) {
-            let mut attempts = live.attempts;
-            count_reading(&mut attempts, live.began);
-            report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
-            self.closed = Some(attempts);
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Live(live) => {
+                let mut attempts = live.attempts;
+                count_reading(&mut attempts, live.began);
+                report_usage(&mut attempts, &live.stream.acc.usage, live.stream.acc.ended);
+                self.closed = Some(attempts);
+            }
+            // A run cut short by the close (or none begun: nothing sent).
+            State::Fresh | State::Done => {
+                let earlier = self.restarting.take();
+                let cut = self.call.journal.take();
+                if earlier.is_some() || !cut.is_empty() {
+                    let mut attempts = earlier.unwrap_or_default();
+                    attempts.extend(cut.into_iter().map(|logged| logged.record));
+                    self.closed = Some(attempts);
+                }
+            }
         }
         self.call.end();
     }
@@ -251,11 +268,10 @@ impl<C: Clock, E> StreamDriver<C, E> {
                 discarded: stream.acc.text.clone(),
                 discarded_tool_calls: stream.acc.tool_calls.clone(),
             };
-            let outcome = self
-                .call
-                .run(keys, events, Some(resume))
-                .await
-                .map_err(StreamEnd::Ended)?;
+            self.restarting = Some(attempts.clone());
+            let outcome = self.call.run(keys, events, Some(resume)).await;
+            self.restarting = None;
+            let outcome = outcome.map_err(StreamEnd::Ended)?;
             let success = match outcome {
                 Ok(success) => Ok(success),
                 // The restart failed too: the stream stays broken.

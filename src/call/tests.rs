@@ -85,6 +85,7 @@ fn call_with(
         interrupted,
         reservations: Vec::new(),
         hedge: None,
+        journal: Journal::default(),
     }
 }
 
@@ -130,6 +131,12 @@ fn ok_chat(text: &str) -> ScriptedResponse {
                      "finish_reason": "stop"}],
     }))
     .unwrap();
+    response
+}
+
+fn unauthorized() -> ScriptedResponse {
+    let mut response = ScriptedResponse::new(401);
+    response.body = br#"{"error": {"message": "Incorrect API key"}}"#.to_vec();
     response
 }
 
@@ -1115,4 +1122,94 @@ async fn each_attempt_records_what_it_used_and_whether_it_may_be_billed() {
         (Some(30), Some(4))
     );
     assert!(success.attempts[2].started <= success.attempts[3].started);
+}
+
+#[tokio::test]
+async fn a_call_cut_short_leaves_what_it_sent_in_its_journal() {
+    use crate::engine::ErrorKind;
+    let (refusing, hanging) = (server(), server());
+    let client = client(vec![
+        provider("a", &format!("{}/v1", refusing.url())),
+        provider("b", &format!("{}/v1", hanging.url())),
+    ]);
+    refusing.push(unauthorized()).unwrap();
+    let mut hang = ScriptedResponse::new(200);
+    hang.fault = Some(Fault::Hang);
+    hanging.push(hang).unwrap();
+    let mut cut = call(&client, Job::Chat(chat(None)), &[0, 1]);
+    let journal = cut.journal.clone();
+    let events = Recorded::default();
+    let run = cut.run(&FixedKeys, &events, None);
+    // Cut short (a task cancelled): the run is dropped with its records.
+    assert!(tokio::time::timeout(Duration::from_millis(300), run)
+        .await
+        .is_err());
+    let logged = journal.take();
+    let seen: Vec<_> = logged
+        .iter()
+        .map(|l| {
+            let r = &l.record;
+            (
+                r.provider,
+                l.name.as_str(),
+                l.model.as_str(),
+                r.status,
+                r.kind,
+                r.billed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, "a", "m-1", Some(401), Some(ErrorKind::Auth), Some(false)),
+            // In flight when cut: whether it is billed is not known.
+            (1, "b", "m-1", None, None, None),
+        ]
+    );
+    assert!(journal.take().is_empty(), "taken once");
+
+    // A call the engine finishes reports its own records: none are kept here.
+    refusing.push(ok_chat("hello")).unwrap();
+    let mut finished = call(&client, Job::Chat(chat(None)), &[0]);
+    let journal = finished.journal.clone();
+    finished
+        .run(&FixedKeys, &Recorded::default(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(journal.take().is_empty());
+}
+
+#[tokio::test]
+async fn a_stream_closed_before_its_first_content_keeps_what_it_sent() {
+    let (refusing, hanging) = (server(), server());
+    let client = client(vec![
+        provider("a", &format!("{}/v1", refusing.url())),
+        provider("b", &format!("{}/v1", hanging.url())),
+    ]);
+    refusing.push(unauthorized()).unwrap();
+    let mut hang = ScriptedResponse::new(200);
+    hang.fault = Some(Fault::Hang);
+    hanging.push(hang).unwrap();
+    let call = call(&client, Job::Stream(chat(None)), &[0, 1]);
+    let mut driver = StreamDriver::new(call, false);
+    // Never read: nothing was sent, and it is no call.
+    driver.close();
+    assert!(driver.closed_attempts().is_none());
+
+    let call = super::tests::call(&client, Job::Stream(chat(None)), &[0, 1]);
+    let mut driver = StreamDriver::new(call, false);
+    let events = Recorded::default();
+    let read = tokio::time::timeout(Duration::from_millis(300), driver.next(&FixedKeys, &events));
+    assert!(read.await.is_err(), "the second provider hangs");
+    driver.close();
+    let seen: Vec<_> = driver
+        .closed_attempts()
+        .expect("what it sent")
+        .iter()
+        .map(|a| (a.provider, a.status, a.billed))
+        .collect();
+    // The one in flight when it was closed last, billed unknown.
+    assert_eq!(seen, [(0, Some(401), Some(false)), (1, None, None)]);
 }

@@ -136,7 +136,7 @@ impl AttemptRecord {
     }
 
     /// A failed attempt, as its failure describes it.
-    fn failed(
+    pub fn failed(
         provider: usize,
         failure: &Failure,
         waited: Duration,
@@ -152,6 +152,45 @@ impl AttemptRecord {
             skipped: None,
             usage: failure.usage.as_deref().cloned(),
             billed: failure.billed,
+            started,
+            hedged: false,
+        }
+    }
+
+    /// An answer, as it describes itself.
+    pub fn answered(
+        provider: usize,
+        answer: &impl Answer,
+        waited: Duration,
+        duration: Duration,
+        started: SystemTime,
+    ) -> Self {
+        Self {
+            provider,
+            status: Some(answer.status()),
+            kind: None,
+            waited,
+            duration,
+            skipped: None,
+            usage: answer.usage(),
+            billed: Some(true),
+            started,
+            hedged: false,
+        }
+    }
+
+    /// An attempt in flight when its call was cut short (cancelled,
+    /// interrupted): whether it is billed is not known.
+    pub fn cut(provider: usize, duration: Duration, started: SystemTime) -> Self {
+        Self {
+            provider,
+            status: None,
+            kind: None,
+            waited: Duration::ZERO,
+            duration,
+            skipped: None,
+            usage: None,
+            billed: None,
             started,
             hedged: false,
         }
@@ -1478,19 +1517,9 @@ where
                             state.cool(slot.state_key, now, until, &Cause::because(why));
                         }
                     }
-                    let status = Some(value.status());
-                    attempts.push(AttemptRecord {
-                        provider: at,
-                        status,
-                        kind: None,
-                        waited,
-                        duration,
-                        skipped: None,
-                        usage: value.usage(),
-                        billed: Some(true),
-                        started,
-                        hedged: false,
-                    });
+                    attempts.push(AttemptRecord::answered(
+                        at, &value, waited, duration, started,
+                    ));
                     attempts.append(&mut held_back);
                     if let (Some(permit), Some(used)) = (&permit, value.settled_usage()) {
                         if let Some(tokens) = used.total() {

@@ -343,6 +343,7 @@ impl NativeClient {
         let plan = Plan::new(Arc::clone(&self.inner.core), &args.chain, &job);
         let common = CommonArgs {
             hedge: args.hedge.as_ref().map(|h| Arc::clone(&h.hedge)),
+            journal: args.journal.as_ref().map(|j| j.journal.clone()),
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -376,6 +377,7 @@ impl NativeClient {
         }
         let common = CommonArgs {
             hedge: None,
+            journal: args.journal.as_ref().map(|j| j.journal.clone()),
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -413,6 +415,7 @@ impl NativeClient {
         }
         let common = CommonArgs {
             hedge: None,
+            journal: args.journal.as_ref().map(|j| j.journal.clone()),
             idempotency_key: args.idempotency_key,
             pools: pools(args.pools)?,
             emit: args.emit,
@@ -451,6 +454,7 @@ impl NativeClient {
             interrupted,
             reservations,
             hedge: args.hedge,
+            journal: args.journal.unwrap_or_default(),
         };
         let face = Face {
             events: EventTarget::new(
@@ -481,6 +485,7 @@ fn pools(given: Option<Vec<(String, Vec<usize>)>>) -> PyResult<Vec<Pool>> {
 /// What every call has, whatever it asks.
 struct CommonArgs<'a, 'py> {
     hedge: Option<Arc<engine::Hedge>>,
+    journal: Option<call::Journal>,
     idempotency_key: Option<String>,
     pools: Vec<Pool>,
     emit: Option<Py<PyAny>>,

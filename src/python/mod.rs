@@ -168,6 +168,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fleet::NativeRedisState>()?;
     m.add_class::<stream::ChunkData>()?;
     m.add_class::<seam::AttemptData>()?;
+    m.add_class::<seam::Journal>()?;
     m.add_class::<seam::HealthData>()?;
     m.add_class::<seam::ToolCallData>()?;
     m.add_class::<clock::VirtualClock>()?;

@@ -180,6 +180,8 @@ pub struct CallArgs<'py> {
     pub messages: Bound<'py, PyAny>,
     /// Hedged requests for this call, or `None`.
     pub hedge: Option<PyRef<'py, NativeHedge>>,
+    /// Where its attempts are logged as they go.
+    pub journal: Option<PyRef<'py, Journal>>,
     /// Indexes into the client's providers, in the order to try them.
     pub chain: Vec<usize>,
     pub policy: PyRef<'py, NativePolicy>,
@@ -242,6 +244,7 @@ pub struct EmbedArgs<'py> {
     pub idempotency_key: Option<String>,
     pub emit: Option<Py<PyAny>>,
     pub pools: Option<Vec<(String, Vec<usize>)>>,
+    pub journal: Option<PyRef<'py, Journal>>,
 }
 
 /// One image, speech or transcription call's arguments
@@ -274,6 +277,7 @@ pub struct MediaArgs<'py> {
     pub idempotency_key: Option<String>,
     pub emit: Option<Py<PyAny>>,
     pub pools: Option<Vec<(String, Vec<usize>)>>,
+    pub journal: Option<PyRef<'py, Journal>>,
 }
 
 /// `voice=`: one name, or each provider's (by its name, a pool's expanded
@@ -554,26 +558,60 @@ pub fn attempts_list(
     attempts: &[AttemptRecord],
     configs: &[&ProviderConfig],
 ) -> PyResult<Py<PyList>> {
-    let items = attempts
-        .iter()
-        .map(|a| AttemptData {
-            provider: PyString::new(py, &configs[a.provider].name).unbind(),
-            status: a.status,
-            kind: a.kind.map(|k| PyString::intern(py, k.as_str()).unbind()),
-            waited: a.waited.as_secs_f64(),
-            duration: a.duration.as_secs_f64(),
-            skipped: a.skipped.clone(),
-            model: PyString::new(py, &configs[a.provider].model).unbind(),
-            usage: a.usage.as_ref().map(usage_figures),
-            billed: a.billed,
-            started: a
-                .started
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            hedged: a.hedged,
-        })
-        .collect::<Vec<_>>();
-    Ok(PyList::new(py, items)?.unbind())
+    let items = attempts.iter().map(|a| {
+        let config = configs[a.provider];
+        attempt_data(py, a, &config.name, &config.model)
+    });
+    Ok(PyList::new(py, items.collect::<Vec<_>>())?.unbind())
+}
+
+/// One attempt at the provider `name`, asked for `model`.
+fn attempt_data(py: Python<'_>, a: &AttemptRecord, name: &str, model: &str) -> AttemptData {
+    AttemptData {
+        provider: PyString::new(py, name).unbind(),
+        status: a.status,
+        kind: a.kind.map(|k| PyString::intern(py, k.as_str()).unbind()),
+        waited: a.waited.as_secs_f64(),
+        duration: a.duration.as_secs_f64(),
+        skipped: a.skipped.clone(),
+        model: PyString::new(py, model).unbind(),
+        usage: a.usage.as_ref().map(usage_figures),
+        billed: a.billed,
+        started: a
+            .started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        hedged: a.hedged,
+    }
+}
+
+/// A call's journal (`failover._native.Journal`), made by the client for
+/// each call: what its attempts did as they went, which it reads when the
+/// call is cut short (cancelled, interrupted, ended by a `ConfigurationError`
+/// partway) to count what was sent.
+#[pyclass(frozen, module = "failover._native")]
+pub struct Journal {
+    pub journal: crate::call::Journal,
+}
+
+#[pymethods]
+impl Journal {
+    #[new]
+    fn new() -> Self {
+        Self {
+            journal: crate::call::Journal::default(),
+        }
+    }
+
+    /// The attempts the cut run sent, as `AttemptData`, those in flight
+    /// with no status and `billed` unknown; once (later: an empty list).
+    fn take(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let logged = self.journal.take();
+        let items = logged
+            .iter()
+            .map(|l| attempt_data(py, &l.record, &l.name, &l.model));
+        Ok(PyList::new(py, items.collect::<Vec<_>>())?.unbind())
+    }
 }
 
 /// A `Headroom` as Python reads it: `(seen, requests, tokens, requests_reset,
