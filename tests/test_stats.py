@@ -181,18 +181,27 @@ def test_a_stream_whose_task_is_cancelled_mid_read_is_counted(mock_server: MockS
         while len(chunks) < 2:  # both events arrived; the next read waits
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.02)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(400):  # up to 2 s for the runtime to let go of the read
-            if client.stats().calls:
-                break
-            await asyncio.sleep(0.005)
-        return client.stats()
+        return await cancelled_then_counted(task, client)
 
     stats = asyncio.run(run())
     assert stats.calls == 1
     assert (stats.providers["main"].attempts, stats.providers["main"].answered) == (1, 0)
+
+
+async def cancelled_then_counted(
+    task: asyncio.Task[None], client: failover.Client
+) -> failover.Stats:
+    """Cancels ``task``, then its client's stats once the call is counted (a
+    stream's close completes on the runtime once the read it cancelled lets
+    go: up to 2 s)."""
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(400):
+        if client.stats().calls:
+            break
+        await asyncio.sleep(0.005)
+    return client.stats()
 
 
 UNAUTHORIZED = {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}
@@ -216,46 +225,25 @@ def assert_cut_after_a_failover(stats: failover.Stats) -> None:
     assert (backup.attempts, backup.failures, backup.answered) == (1, {}, 0)
 
 
+@pytest.mark.parametrize("what", ["prompt", "stream before its first content"])
 def test_a_call_whose_task_is_cancelled_counts_what_it_sent(
-    mock_server: MockServer, backup_server: MockServer
+    mock_server: MockServer, backup_server: MockServer, what: str
 ) -> None:
     mock_server.push(401, json=UNAUTHORIZED)
     backup_server.push(fault="hang")
     client = failover.Client({"main": openai(mock_server), "backup": openai(backup_server)})
 
-    async def run() -> None:
-        task = asyncio.create_task(client.prompt_async("Hi"))
-        await asyncio.to_thread(wait_for_request, backup_server)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(run())
-    assert_cut_after_a_failover(client.stats())
-
-
-def test_a_stream_cancelled_before_its_first_content_counts_what_it_sent(
-    mock_server: MockServer, backup_server: MockServer
-) -> None:
-    mock_server.push(401, json=UNAUTHORIZED)
-    backup_server.push(fault="hang")
-    client = failover.Client({"main": openai(mock_server), "backup": openai(backup_server)})
-
-    async def run() -> failover.Stats:
-        async def read() -> None:
+    async def read() -> None:
+        if what == "prompt":
+            await client.prompt_async("Hi")
+        else:
             async for _chunk in client.stream_async("Hi"):
                 pass
 
+    async def run() -> failover.Stats:
         task = asyncio.create_task(read())
         await asyncio.to_thread(wait_for_request, backup_server)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(400):  # up to 2 s for the runtime to let go of the read
-            if client.stats().calls:
-                break
-            await asyncio.sleep(0.005)
-        return client.stats()
+        return await cancelled_then_counted(task, client)
 
     assert_cut_after_a_failover(asyncio.run(run()))
 

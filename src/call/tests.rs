@@ -1124,9 +1124,9 @@ async fn each_attempt_records_what_it_used_and_whether_it_may_be_billed() {
     assert!(success.attempts[2].started <= success.attempts[3].started);
 }
 
-#[tokio::test]
-async fn a_call_cut_short_leaves_what_it_sent_in_its_journal() {
-    use crate::engine::ErrorKind;
+/// A chain of `a`, which refuses the key (a failover), and `b`, which never
+/// answers: its servers and the client.
+fn refused_then_hang() -> (MockServer, MockServer, Arc<Client>) {
     let (refusing, hanging) = (server(), server());
     let client = client(vec![
         provider("a", &format!("{}/v1", refusing.url())),
@@ -1136,6 +1136,13 @@ async fn a_call_cut_short_leaves_what_it_sent_in_its_journal() {
     let mut hang = ScriptedResponse::new(200);
     hang.fault = Some(Fault::Hang);
     hanging.push(hang).unwrap();
+    (refusing, hanging, client)
+}
+
+#[tokio::test]
+async fn a_call_cut_short_leaves_what_it_sent_in_its_journal() {
+    use crate::engine::ErrorKind;
+    let (refusing, _hanging, client) = refused_then_hang();
     let mut cut = call(&client, Job::Chat(chat(None)), &[0, 1]);
     let journal = cut.journal.clone();
     let events = Recorded::default();
@@ -1183,15 +1190,7 @@ async fn a_call_cut_short_leaves_what_it_sent_in_its_journal() {
 
 #[tokio::test]
 async fn a_stream_closed_before_its_first_content_keeps_what_it_sent() {
-    let (refusing, hanging) = (server(), server());
-    let client = client(vec![
-        provider("a", &format!("{}/v1", refusing.url())),
-        provider("b", &format!("{}/v1", hanging.url())),
-    ]);
-    refusing.push(unauthorized()).unwrap();
-    let mut hang = ScriptedResponse::new(200);
-    hang.fault = Some(Fault::Hang);
-    hanging.push(hang).unwrap();
+    let (_refusing, _hanging, client) = refused_then_hang();
     let call = call(&client, Job::Stream(chat(None)), &[0, 1]);
     let mut driver = StreamDriver::new(call, false);
     // Never read: nothing was sent, and it is no call.

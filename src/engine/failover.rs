@@ -120,18 +120,28 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    fn skipped(provider: usize, why: &str) -> Self {
+    /// An attempt sent with no outcome known: no status, billed unknown
+    /// (what the others refine).
+    fn sent(provider: usize, waited: Duration, duration: Duration, started: SystemTime) -> Self {
         Self {
             provider,
             status: None,
             kind: None,
-            waited: Duration::ZERO,
-            duration: Duration::ZERO,
-            skipped: Some(why.to_string()),
+            waited,
+            duration,
+            skipped: None,
             usage: None,
-            billed: Some(false),
-            started: SystemTime::now(),
+            billed: None,
+            started,
             hedged: false,
+        }
+    }
+
+    fn skipped(provider: usize, why: &str) -> Self {
+        Self {
+            skipped: Some(why.to_string()),
+            billed: Some(false),
+            ..Self::sent(provider, Duration::ZERO, Duration::ZERO, SystemTime::now())
         }
     }
 
@@ -144,16 +154,11 @@ impl AttemptRecord {
         started: SystemTime,
     ) -> Self {
         Self {
-            provider,
             status: failure.status,
             kind: Some(failure.kind),
-            waited,
-            duration,
-            skipped: None,
             usage: failure.usage.as_deref().cloned(),
             billed: failure.billed,
-            started,
-            hedged: false,
+            ..Self::sent(provider, waited, duration, started)
         }
     }
 
@@ -166,34 +171,17 @@ impl AttemptRecord {
         started: SystemTime,
     ) -> Self {
         Self {
-            provider,
             status: Some(answer.status()),
-            kind: None,
-            waited,
-            duration,
-            skipped: None,
             usage: answer.usage(),
             billed: Some(true),
-            started,
-            hedged: false,
+            ..Self::sent(provider, waited, duration, started)
         }
     }
 
     /// An attempt in flight when its call was cut short (cancelled,
     /// interrupted): whether it is billed is not known.
     pub fn cut(provider: usize, duration: Duration, started: SystemTime) -> Self {
-        Self {
-            provider,
-            status: None,
-            kind: None,
-            waited: Duration::ZERO,
-            duration,
-            skipped: None,
-            usage: None,
-            billed: None,
-            started,
-            hedged: false,
-        }
+        Self::sent(provider, Duration::ZERO, duration, started)
     }
 
     /// An attempt cancelled when the other of a hedge's race delivered
@@ -201,16 +189,8 @@ impl AttemptRecord {
     /// generated before the connection closed).
     fn lost_race(provider: usize, waited: Duration, began: (Instant, SystemTime)) -> Self {
         Self {
-            provider,
-            status: None,
-            kind: None,
-            waited,
-            duration: began.0.elapsed(),
-            skipped: None,
-            usage: None,
-            billed: None,
-            started: began.1,
             hedged: true,
+            ..Self::sent(provider, waited, began.0.elapsed(), began.1)
         }
     }
 }
