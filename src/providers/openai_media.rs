@@ -84,7 +84,7 @@ pub(super) fn unable(model: &str, request: &MediaRequest, mistral: bool) -> Opti
         } => {
             if audio.len() > MAX_UPLOAD_BYTES {
                 return Some(format!(
-                    "a recording of at most 25 MB, not {:.1} MB",
+                    "a recording of at most 25 MB, not {:.2} MB",
                     audio.len() as f64 / (1024.0 * 1024.0)
                 ));
             }
