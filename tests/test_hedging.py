@@ -320,19 +320,42 @@ def test_a_hedge_goes_past_a_provider_without_room_to_one_with_it(
         client.close()
 
 
+def test_when_both_fail_the_call_goes_on_as_without_a_hedge(
+    call: Callable[..., failover.Response], mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """Found by the new-user trial of 2026-12-06: a hedge's provider was passed
+    over for its hedge's timeout, so a call that succeeds unhedged failed."""
+    mock_server.push(fault="hang")
+    backup_server.push(500, json={"error": {"message": "boom"}})
+    backup_server.push_text("from b")
+    client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.3, 1.0), timeout=1.0)
+    with fake_sleep() as sleeper:
+        r = call(client)
+    # b's hedge was its first attempt; when a timed out, b was retried after
+    # the backoff its 500 calls for, as the last provider is without a hedge.
+    assert r.provider == "b"
+    assert [(a.provider, a.kind, a.hedged) for a in r.attempts] == [
+        ("a", "timeout", False),
+        ("b", "server_error", True),
+        ("b", None, False),
+    ]
+    assert len(sleeper.sleeps) == 1
+    assert "b" not in client.cooldowns()
+    client.close()
+
+
 @pytest.mark.mock_server(assert_all_used=False)
-def test_when_both_fail_a_hedge_provider_now_cooling_is_not_asked_again(
+def test_when_both_fail_a_hedge_provider_given_up_on_is_passed_over(
     mock_server: MockServer, backup_server: MockServer
 ) -> None:
     mock_server.push(fault="hang")
-    backup_server.push(500, json={"error": {"message": "boom"}})
-    for _ in range(3):
-        backup_server.push(500, json={"error": {"message": "boom"}})
+    backup_server.push(401, json={"error": {"message": "Incorrect API key", "type": "auth"}})
+    backup_server.push_text("never asked")
     client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.3, 1.0), timeout=1.0)
     with fake_sleep(), pytest.raises(failover.ProviderTimeout) as caught:
         client.prompt("Hi")
-    # b's hedge failed (it cools); when a times out too, b is passed over,
-    # not sent the same request again.
+    # An auth failure is given up on at once: b cools, and when a times out
+    # too, b is passed over, not sent the same request again.
     assert len(backup_server.requests) == 1
     skipped = [(a.provider, a.skipped) for a in caught.value.attempts if a.skipped]
     assert skipped and skipped[-1][0] == "b" and "cooling down" in (skipped[-1][1] or "")

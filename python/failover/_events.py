@@ -261,15 +261,17 @@ def _hedge_won(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, _E
 
 
 def _hedge_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[None, _Extra]:
-    # Logged only: one request of a hedge failed while the other goes on.
+    # Logged only: one request of a hedge failed while the other goes on, or
+    # after it had failed (the call then goes on as without a hedge).
     import logging
 
     error = fields["error"]
     extra = _extra(fields["call_id"], fields["provider"], error.kind, error.status)
     level = logging.WARNING if error.kind in _LOUD_KINDS else logging.INFO
+    how = "after %s had failed" if fields["other_failed"] else "while %s goes on"
     logger.log(
         level,
-        "hedge: %s failed while %s goes on: %s [call %s]",
+        "hedge: %s failed " + how + ": %s [call %s]",
         fields["provider"],
         fields["other"],
         error,

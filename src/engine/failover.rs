@@ -435,12 +435,13 @@ pub enum Event {
         winner: usize,
         loser: usize,
     },
-    /// One request of a hedge failed while the other (at `other`) went on:
-    /// for the log only.
+    /// One request of a hedge failed while the other (at `other`) went on,
+    /// or after it had failed too (`other_failed`): for the log only.
     HedgeFailed {
         call_id: String,
         left: ProviderFailure,
         other: usize,
+        other_failed: bool,
     },
 }
 
@@ -762,7 +763,10 @@ where
     let mut primary_failed: Option<(Failure, Duration)> = None;
     let mut second_record = None;
     let mut second_failed = None;
-    let report = |provider: usize, failure: &Failure, on_event: &mut (dyn FnMut(Event) + Send)| {
+    let report = |provider: usize,
+                  failure: &Failure,
+                  other_failed: bool,
+                  on_event: &mut (dyn FnMut(Event) + Send)| {
         if failure.out_of_time {
             return; // the deadline's doing, reported as the call's end
         }
@@ -774,6 +778,7 @@ where
                 retry_after: None,
             },
             other: if provider == index { to } else { index },
+            other_failed,
         });
     };
     loop {
@@ -809,7 +814,7 @@ where
                         };
                     }
                     Err(failure) => {
-                        report(index, &failure, on_event);
+                        report(index, &failure, false, on_event);
                         primary_failed = Some((failure, took));
                     }
                 }
@@ -845,7 +850,7 @@ where
                             took,
                             hedge_began.1,
                         ));
-                        report(to, &failure, on_event);
+                        report(to, &failure, primary_failed.is_some(), on_event);
                         if let Some((first, took_first)) = primary_failed.take() {
                             return Raced {
                                 outcome: Won::First(Err(first), took_first),
@@ -1087,9 +1092,9 @@ where
     let mut room: Option<(usize, Option<Permit>, Duration)> = None;
     // At most one hedge a call; a restart of a stream sends none.
     let mut hedged = resume.is_some();
-    // The provider a failed hedge went to: its first attempt, if the call
-    // moves on to it.
-    let mut hedge_tried: Option<usize> = None;
+    // A failed hedge the policy would retry at its provider: its first
+    // attempt, picked up from (as a resume) if the call moves on to it.
+    let mut hedge_failed: Option<Resume> = None;
     // ... and how it cools after its hedge failed: passed over if the call
     // moves on to it.
     let mut hedge_cooled: Option<(usize, Cooling)> = None;
@@ -1126,6 +1131,12 @@ where
             }
             continue;
         }
+        // (Its record is in `attempts` already, from the race.)
+        let replaying_hedge = hedge_failed.as_ref().is_some_and(|r| r.provider == index);
+        if replaying_hedge {
+            resume = hedge_failed.take();
+        }
+        let mut recorded = replaying_hedge;
         let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
         // A provider whose quota began cooling during this call (a rate
         // limit at another provider drawing on it) is passed over too.
@@ -1232,12 +1243,10 @@ where
             .as_ref()
             .filter(|r| r.provider == index)
             .map_or(0, |r| r.retries_done);
-        if hedge_tried == Some(index) {
-            // Its hedge was its first attempt.
-            retries_done = retries_done.max(1);
-        }
         let budget = spec.state.zip(spec.policy.budget.as_ref());
-        if let (Some((state, budget)), None) = (budget, &resume) {
+        // (A resume's call was noted when it began; a hedge's has not been
+        // at this provider.)
+        if let (Some((state, budget)), true) = (budget, resume.is_none() || replaying_hedge) {
             state.note_call(slot.state_key, clock.wall(), budget);
         }
         let mut waited = resume
@@ -1415,15 +1424,50 @@ where
                                         );
                                     };
                                     if let Some(lost) = &raced.second_failed {
-                                        cool(to, lost);
-                                        hedge_tried = Some(to).filter(|_| !lost.out_of_time);
-                                        // Cooling now (most failures cool it):
-                                        // passed over if the call moves on.
-                                        let now = clock.wall();
-                                        if let Some(cooling) = spec.state.and_then(|state| {
-                                            state.cooling(spec.providers[to].state_key, now)
-                                        }) {
-                                            hedge_cooled = Some((to, cooling));
+                                        // Its provider's first attempt: one the
+                                        // policy would retry is, if the call
+                                        // moves on to it (as without a hedge);
+                                        // one it gives up on cools it now, and
+                                        // it is passed over.
+                                        let first_try = Situation::new(
+                                            lost,
+                                            0,
+                                            next_able(to + 1).is_none(),
+                                            clock.wall(),
+                                            spec.providers[to].overloaded_statuses,
+                                        );
+                                        let retried = matches!(
+                                            spec.policy
+                                                .decide_explained(&first_try, unit())
+                                                .decision,
+                                            Decision::Retry(_)
+                                        );
+                                        match (&raced.second_record, retried) {
+                                            _ if lost.out_of_time => {}
+                                            (Some(record), true) => {
+                                                hedge_failed = Some(Resume {
+                                                    provider: to,
+                                                    failure: lost.clone(),
+                                                    retries_done: 0,
+                                                    waited: Duration::ZERO,
+                                                    duration: record.duration,
+                                                    started: record.started,
+                                                });
+                                            }
+                                            _ => {
+                                                cool(to, lost);
+                                                let now = clock.wall();
+                                                if let Some(cooling) =
+                                                    spec.state.and_then(|state| {
+                                                        state.cooling(
+                                                            spec.providers[to].state_key,
+                                                            now,
+                                                        )
+                                                    })
+                                                {
+                                                    hedge_cooled = Some((to, cooling));
+                                                }
+                                            }
                                         }
                                     }
                                     if let Some(lost) = &raced.first_failed {
@@ -1515,9 +1559,11 @@ where
                 }
                 Err(failure) => failure,
             };
-            attempts.push(AttemptRecord::failed(
-                index, &failure, waited, duration, started,
-            ));
+            if !std::mem::take(&mut recorded) {
+                attempts.push(AttemptRecord::failed(
+                    index, &failure, waited, duration, started,
+                ));
+            }
             attempts.append(&mut held_back);
             let situation = Situation::new(
                 &failure,
@@ -1932,6 +1978,94 @@ mod tests {
         assert_eq!((ok.provider, ok.attempts.len()), (0, 1));
         assert_eq!(calls, vec![0]);
         assert!(events.is_empty());
+    }
+
+    #[test]
+    fn when_both_requests_of_a_race_fail_the_call_goes_on_as_without_a_hedge() {
+        // Provider 0 times out after 80 ms; its hedge at 1 (sent at 20 ms)
+        // times out after it, then 1 answers: without a hedge, 0 fails over
+        // to 1, which is retried after its timeout (the last provider) and
+        // answers.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let policy = RetryPolicy::default();
+        let keys = ["p0", "p1"];
+        let slots: Vec<ProviderSlot> = slots(2)
+            .into_iter()
+            .zip(keys)
+            .map(|(slot, key)| ProviderSlot {
+                state_key: key,
+                name: key,
+                ..slot
+            })
+            .collect();
+        let state = crate::engine::LocalState::new();
+        let hedge = super::super::hedge::Hedge::new(Duration::from_millis(20), 1.0);
+        let spec = CallSpec {
+            hedge: Some(&hedge),
+            state: Some(&state),
+            ..spec(&slots, &policy)
+        };
+        let clock = ManualClock::new();
+        let mut events = Vec::new();
+        let timeout = || err(Timeout, None, &[]);
+        let scripts = Mutex::new(vec![
+            VecDeque::from([(80, timeout())]),
+            VecDeque::from([(100, timeout()), (0, Ok("backup"))]),
+        ]);
+        let result = runtime.block_on(run_from(
+            &spec,
+            None,
+            &clock,
+            &mut || 0.0,
+            &mut |e| events.push(e),
+            |provider, _| {
+                let (delay, outcome) = scripts.lock().unwrap()[provider].pop_front().unwrap();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    outcome
+                }
+            },
+        ));
+        let ok = result.unwrap();
+        assert_eq!((ok.value, ok.provider), ("backup", 1));
+        let seen: Vec<_> = ok
+            .attempts
+            .iter()
+            .map(|a| (a.provider, a.kind, a.hedged, a.skipped.is_some()))
+            .collect();
+        // The hedge's failure is 1's first attempt (recorded once), and 1 is
+        // retried after the wait its timeout calls for, not passed over.
+        assert_eq!(
+            seen,
+            [
+                (0, Some(Timeout), false, false),
+                (1, Some(Timeout), true, false),
+                (1, None, false, false),
+            ]
+        );
+        assert_eq!(clock.sleeps().len(), 1, "{:?}", clock.sleeps());
+        let retried: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::RetryScheduled {
+                    provider, attempt, ..
+                } => Some((*provider, *attempt)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(retried, [(1, 1)]);
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::HedgeFailed {
+                other_failed: true,
+                ..
+            }
+        )));
+        // 1 answered: it is not cooling.
+        assert!(state.cooling("p1", clock.wall()).is_none());
     }
 
     #[test]

@@ -124,10 +124,12 @@ impl EventTarget {
                 call_id,
                 left,
                 other,
+                other_failed,
             } => {
                 fields.set_item("call_id", call_id)?;
                 fields.set_item("provider", name(left.provider))?;
                 fields.set_item("other", name(*other))?;
+                fields.set_item("other_failed", *other_failed)?;
                 fields.set_item(
                     "error",
                     provider_error(py, left, &plan.configs(), None, None)?,
