@@ -349,3 +349,48 @@ def test_a_key_of_another_provider_echoed_back_is_redacted(mock_server, caplog):
     assert any("<redacted> is not a key of this account" in text for text in texts), texts
     for text in texts:
         assert other_key not in text and "other-provider" not in text, text
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
+def test_a_key_quoted_from_a_200_that_is_no_answer_is_redacted(mock_server, caplog, wire):
+    """Found by the new-user trial of 2026-12-06: a finish reason echoing the
+    key reached the error's message, the log and the events."""
+    key = "sk-live-0123456789abcdefSECRET"
+    reason = "echo " + key
+    answer = {
+        "openai": {
+            "choices": [{"index": 0, "message": {"role": "assistant"}, "finish_reason": reason}]
+        },
+        "anthropic": {"type": "message", "role": "assistant", "content": [], "stop_reason": reason},
+        "gemini": {"candidates": [{"content": {"parts": []}, "finishReason": reason}]},
+    }[wire]
+    for _ in range(3):
+        mock_server.push(json=answer)
+    provider = {
+        "openai": lambda: failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key),
+        "anthropic": lambda: failover.Anthropic("c", base_url=mock_server.url, api_key=key),
+        "gemini": lambda: failover.Gemini(
+            "gemini-2.5-flash", base_url=mock_server.url, api_key=key
+        ),
+    }[wire]()
+    events: list[object] = []
+    client = failover.Client({"p": provider}, sleeper=FakeSleeper(), on_event=events.append)
+    caplog.set_level(logging.DEBUG, logger="failover")
+    with pytest.raises(failover.FailoverError) as info:
+        client.prompt("Hi")
+    texts = [str(info.value), repr(info.value), info.value.body or "", repr(events)]
+    texts += [r.getMessage() for r in caplog.records]
+    assert "<redacted>" in str(info.value)
+    for text in texts:
+        assert "0123456789abcdef" not in text, text
+
+
+def test_a_key_echoed_percent_encoded_is_redacted(mock_server):
+    key = "sk-AAAA+secret/KEYaaaa=0123456789"
+    encoded = "sk-AAAA%2Bsecret%2FKEYaaaa%3D0123456789"
+    mock_server.push(401, json={"error": {"message": f"see https://x.example/?key={encoded}"}})
+    with pytest.raises(failover.AuthenticationError) as info:
+        provider = failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key)
+        failover.Client({"p": provider}).prompt("Hi")
+    for text in (str(info.value), info.value.body or ""):
+        assert "secret" not in text and "<redacted>" in text, text

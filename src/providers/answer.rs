@@ -191,7 +191,8 @@ pub(super) fn refused(
     }
 }
 
-/// A 2xx that is no answer, as a server error saying `message`.
+/// A 2xx that is no answer, as a server error saying `message` (which may
+/// quote the answer: a finish reason, what it said instead).
 fn answered_failure(sent: &HttpRequest, answer: JsonAnswer, message: String) -> Failure {
     let response = answer.response;
     Failure {
@@ -199,7 +200,7 @@ fn answered_failure(sent: &HttpRequest, answer: JsonAnswer, message: String) -> 
         status: Some(response.status),
         body: Some(redacted_body(&sent.secrets, &response.body).0),
         headers: response.headers,
-        message,
+        message: redact(&message, &sent.secrets),
         request_id: answer.request_id,
         out_of_time: false,
         cut_short: false,

@@ -134,7 +134,8 @@ pub fn config_secrets(provider: &ProviderConfig) -> Vec<String> {
         .filter(|(name, _)| is_credential_header(name))
         .cloned()
         .collect();
-    let mut secrets = secret_values(&credentials);
+    let mut secrets = Vec::new();
+    add_secrets(&mut secrets, &secret_values(&credentials));
     add_secrets(&mut secrets, &url_secrets(&provider.base_url));
     if let Some(key) = provider.api_key.as_deref() {
         if key.len() >= MIN_KEY_LEN {
@@ -168,7 +169,8 @@ pub(super) fn finish_request(
         list.retain(|(n, _): &(String, String)| !n.eq_ignore_ascii_case(name));
         list.push((name.clone(), value.clone()));
     }
-    let mut secrets = secret_values(&secret_headers);
+    let mut secrets = Vec::new();
+    add_secrets(&mut secrets, &secret_values(&secret_headers));
     if provider.base_url.contains('@') || provider.base_url.contains('?') {
         // Only a user part or a query can hold a credential (checked only
         // then: parsing the URL for every call would cost more than the rest).

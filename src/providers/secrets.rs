@@ -76,17 +76,55 @@ pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
 }
 
 /// Adds `more` to `secrets`, keeping them unique and longest first (so a
-/// whole value is replaced before any part of it).
+/// whole value is replaced before any part of it). A secret that a URL
+/// would carry percent-encoded (a key with `+`, `/` or `=`, echoed inside a
+/// link) is added in that form too, with upper- and lowercase hex.
 pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
     if more.is_empty() {
         return;
     }
+    let mut add = |secret: String| {
+        if !secret.is_empty() && !secrets.contains(&secret) {
+            secrets.push(secret);
+        }
+    };
     for secret in more {
-        if !secret.is_empty() && !secrets.contains(secret) {
-            secrets.push(secret.clone());
+        add(secret.clone());
+        // (One with a `%` is taken for encoded already: not encoded again.)
+        if !secret.contains('%') {
+            let encoded = percent_encoding::utf8_percent_encode(secret, URL_ESCAPED).to_string();
+            if encoded != *secret {
+                add(lowercase_hex(&encoded));
+                add(encoded);
+            }
         }
     }
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// What a URL's query escapes: all but letters, digits and `-._~`.
+const URL_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `encoded` with the hex digits of its escapes lowercased (`%2f`).
+fn lowercase_hex(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut escape_left = 0;
+    for c in encoded.chars() {
+        if c == '%' {
+            escape_left = 2;
+            out.push(c);
+        } else if escape_left > 0 {
+            escape_left -= 1;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The credentials a URL carries: its user part (a password, or a token
@@ -323,6 +361,28 @@ fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_echoed_percent_encoded_is_redacted() {
+        let mut secrets = Vec::new();
+        add_secrets(&mut secrets, &["sk-AAAA+secret/KEY=".to_string()]);
+        for echoed in [
+            "https://x.example/?k=sk-AAAA%2Bsecret%2FKEY%3D",
+            "https://x.example/?k=sk-AAAA%2bsecret%2fKEY%3d",
+            "plain sk-AAAA+secret/KEY=",
+        ] {
+            let text = redact(echoed, &secrets);
+            assert!(!text.contains("secret"), "{text}");
+        }
+        // Encoded once: an encoded secret is not encoded again.
+        let again = secrets.clone();
+        add_secrets(&mut secrets, &again);
+        assert_eq!(secrets.len(), 3, "{secrets:?}");
+        // A secret URLs leave alone gets no other form.
+        let mut plain = Vec::new();
+        add_secrets(&mut plain, &["sk-proj-abc_DEF-123.x~y".to_string()]);
+        assert_eq!(plain.len(), 1);
+    }
 
     #[test]
     fn a_secrets_leading_characters_are_redacted_when_sixteen_or_more() {
