@@ -116,6 +116,20 @@ def test_a_failed_line_is_a_result_and_the_exit_code_says_so(
     assert by_id["good"]["ok"] is True
 
 
+def test_a_line_may_turn_hedging_on_or_off(tmp_path: Path, mock_server: MockServer) -> None:
+    """Found by the new-user trial: ``hedge`` was an unknown option."""
+    mock_server.push_text("ok")
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id": "off", "prompt": "x", "hedge": false}\n{"id": "odd", "prompt": "y", "hedge": 3}\n'
+    )
+    out = tmp_path / "out.jsonl"
+    code = batch(source, out, "--config", config(tmp_path, mock_server), "--concurrency", "1")
+    by_id = {r["id"]: r for r in results(out)}
+    assert (code, by_id["off"]["ok"]) == (1, True)
+    assert "hedge" in by_id["odd"]["error"]["message"]
+
+
 def test_a_rerun_skips_what_is_done_and_cuts_a_half_line(
     tmp_path: Path, mock_server: MockServer
 ) -> None:
@@ -240,7 +254,10 @@ def test_a_deadline_bounds_each_call(tmp_path: Path, mock_server: MockServer) ->
         (["--concurrency", "0"], "--concurrency is at least 1"),
         (["--max-cost", "-1"], "--max-cost is a cost"),
         (["--limit", "0"], "--limit is at least 1"),
-        (["--deadline", "0"], "--deadline is seconds above 0"),
+        (["--deadline", "0"], "--deadline must be a finite number of seconds > 0"),
+        # Found by the new-user trial: every line then failed on it.
+        (["--deadline", "inf"], "--deadline must be a finite number of seconds > 0"),
+        (["--deadline", "1e12"], "--deadline must be a finite number of seconds > 0"),
         (["--progress-interval", "-1"], "--progress-interval is seconds above 0"),
         (["--progress-interval", "nan"], "--progress-interval is seconds above 0"),
     ],

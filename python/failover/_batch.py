@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from ._checks import seconds
 from ._exceptions import ConfigurationError, FailoverError
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ _CHAT_OPTIONS = (
     "timeout",
     "deadline",
     "idempotency_key",
+    "hedge",
 )
 _EMBED_OPTIONS = (
     "provider",
@@ -623,8 +625,9 @@ def run(options: Options, out: IO[str] | None = None) -> int:
             raise ConfigurationError(f"--max-cost is a cost in USD, got {options.max_cost}")
         if options.limit is not None and options.limit < 1:
             raise ConfigurationError(f"--limit is at least 1, got {options.limit}")
-        if options.deadline is not None and not options.deadline > 0:
-            raise ConfigurationError(f"--deadline is seconds above 0, got {options.deadline}")
+        if options.deadline is not None:
+            # As the call checks it: a deadline every line would refuse (inf) is refused here.
+            seconds("--deadline", options.deadline, positive=True)
         if not 0 < options.interval < float("inf"):
             raise ConfigurationError(
                 f"--progress-interval is seconds above 0, got {options.interval}"
