@@ -210,6 +210,20 @@ pub async fn fetch_images(
     Ok(())
 }
 
+/// A size in bytes as a limit's message tells it (`26,214,400 bytes`):
+/// exact, where MB would leave open which MB.
+pub(super) fn bytes_told(bytes: usize) -> String {
+    let digits = bytes.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    format!("{out} bytes")
+}
+
 /// Whether bytes that should be an image or audio read as text instead (an
 /// HTML page, a JSON error, a sentence), whatever they are labelled: the
 /// first bytes all printable ASCII. Audio and images begin with binary

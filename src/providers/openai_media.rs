@@ -7,7 +7,7 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::json::{string_at, u64_at};
-use super::media::{audio_type, image_type, looks_like_text};
+use super::media::{audio_type, bytes_told, image_type, looks_like_text};
 use super::types::{
     GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, ProviderConfig, Segment,
     Usage,
@@ -84,8 +84,9 @@ pub(super) fn unable(model: &str, request: &MediaRequest, mistral: bool) -> Opti
         } => {
             if audio.len() > MAX_UPLOAD_BYTES {
                 return Some(format!(
-                    "a recording of at most 25 MB, not {:.2} MB",
-                    audio.len() as f64 / (1024.0 * 1024.0)
+                    "a recording of at most 25 MB ({}), not {}",
+                    bytes_told(MAX_UPLOAD_BYTES),
+                    bytes_told(audio.len())
                 ));
             }
             if mistral && !matches!(response_format.as_str(), "json" | "text") {

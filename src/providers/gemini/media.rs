@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::{filtered, first_candidate, resource, usage_of};
 use crate::providers::json::string_at;
-use crate::providers::media::{image_type, looks_like_text};
+use crate::providers::media::{bytes_told, image_type, looks_like_text};
 use crate::providers::types::{
     GeneratedImage, Media, MediaContent, MediaRequest, MediaResponse, Usage,
 };
@@ -184,10 +184,9 @@ pub(super) fn unable(provider: &str, request: &MediaRequest) -> Option<String> {
             let packed = audio.len().div_ceil(3) * 4;
             if packed + REQUEST_OVERHEAD_BYTES > MAX_INLINE_REQUEST_BYTES {
                 return Some(format!(
-                    "a recording of at most {:.2} MB inline (20 MB a request, in base64), \
-                     not {:.2} MB",
-                    ((MAX_INLINE_REQUEST_BYTES - REQUEST_OVERHEAD_BYTES) / 4 * 3) as f64 / 1e6,
-                    audio.len() as f64 / 1e6
+                    "a recording of at most {} inline (20 MB a request, in base64), not {}",
+                    bytes_told((MAX_INLINE_REQUEST_BYTES - REQUEST_OVERHEAD_BYTES) / 4 * 3),
+                    bytes_told(audio.len())
                 ));
             }
             None
@@ -595,9 +594,10 @@ mod tests {
             prompt: None,
             response_format: "json".into(),
         });
-        assert!(unable("g", &big)
-            .unwrap()
-            .contains("at most 14.99 MB inline (20 MB a request, in base64), not 15.00 MB"));
+        assert!(unable("g", &big).unwrap().contains(
+            "at most 14,987,712 bytes inline (20 MB a request, in base64), \
+                 not 15,000,000 bytes"
+        ));
     }
 
     #[test]
