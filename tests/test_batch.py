@@ -32,7 +32,13 @@ OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": 
 def config(path: Path, *servers: MockServer, price: bool = True, **client: Any) -> Path:
     """A failover.toml whose providers are ``servers``: the first speaks
     OpenAI's wire, the second Anthropic's."""
-    lines = ["[client]"] + [f"{key} = {json.dumps(value)}" for key, value in client.items()]
+
+    def toml(value: Any) -> str:
+        if isinstance(value, dict):  # an inline table
+            return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
+        return json.dumps(value)
+
+    lines = ["[client]"] + [f"{key} = {toml(value)}" for key, value in client.items()]
     for i, server in enumerate(servers):
         kind, model = [("openai", "gpt-4.1-mini"), ("anthropic", "claude-haiku-4-5")][i]
         lines += [
@@ -128,6 +134,21 @@ def test_a_line_may_turn_hedging_on_or_off(tmp_path: Path, mock_server: MockServ
     by_id = {r["id"]: r for r in results(out)}
     assert (code, by_id["off"]["ok"]) == (1, True)
     assert "hedge" in by_id["odd"]["error"]["message"]
+
+
+def test_a_won_hedge_is_no_failover_in_a_lines_attempts(
+    tmp_path: Path, mock_server: MockServer, backup_server: MockServer
+) -> None:
+    """Found by the new-user trial: OUT said a failover where the call had none
+    (stats() and the summary did not)."""
+    mock_server.push_text("late", delay=2.0)
+    backup_server.push_text("ok", wire="anthropic")
+    toml = config(tmp_path, mock_server, backup_server, hedge={"after": 0.2, "max_extra": 1.0})
+    out = tmp_path / "out.jsonl"
+    assert batch(requests(tmp_path, 1), out, "--config", toml) == 0
+    (line,) = results(out)
+    assert line["attempts"]["path"] == ["a:None", "b:200"]
+    assert (line["attempts"]["failovers"], line["attempts"]["retries"]) == (0, 0)
 
 
 def test_a_rerun_skips_what_is_done_and_cuts_a_half_line(

@@ -341,6 +341,10 @@ def test_when_both_fail_the_call_goes_on_as_without_a_hedge(
     ]
     assert len(sleeper.sleeps) == 1
     assert "b" not in client.cooldowns()
+    # Counted as without a hedge: the call left a for b, and retried b.
+    stats = client.stats()
+    assert (stats.providers["a"].failovers, stats.providers["b"].retries) == (1, 1)
+    assert stats.providers["b"].hedged == 1
     client.close()
 
 
@@ -352,11 +356,13 @@ def test_when_both_fail_a_hedge_provider_given_up_on_is_passed_over(
     backup_server.push(401, json={"error": {"message": "Incorrect API key", "type": "auth"}})
     backup_server.push_text("never asked")
     client, _ = chain(mock_server, backup_server, hedge=failover.Hedge(0.3, 1.0), timeout=1.0)
-    with fake_sleep(), pytest.raises(failover.ProviderTimeout) as caught:
+    with fake_sleep(), pytest.raises(failover.AuthenticationError) as caught:
         client.prompt("Hi")
     # An auth failure is given up on at once: b cools, and when a times out
-    # too, b is passed over, not sent the same request again.
+    # too, b is passed over, not sent the same request again; the call ends
+    # in b's failure, the latest, as it would without a hedge.
     assert len(backup_server.requests) == 1
+    assert caught.value.provider == "b"
     skipped = [(a.provider, a.skipped) for a in caught.value.attempts if a.skipped]
     assert skipped and skipped[-1][0] == "b" and "cooling down" in (skipped[-1][1] or "")
     client.close()

@@ -4,6 +4,7 @@ everywhere and never sent over plain HTTP."""
 from __future__ import annotations
 
 import logging
+import urllib.parse
 
 import pytest
 
@@ -385,12 +386,22 @@ def test_a_key_quoted_from_a_200_that_is_no_answer_is_redacted(mock_server, capl
         assert "0123456789abcdef" not in text, text
 
 
-def test_a_key_echoed_percent_encoded_is_redacted(mock_server):
+@pytest.mark.parametrize(
+    "echo",
+    [
+        lambda key: urllib.parse.quote(key, safe=""),  # every + / = escaped
+        lambda key: urllib.parse.quote(key),  # "/" kept, as in a path
+        lambda key: urllib.parse.quote(key, safe="").lower(),
+        str.lower,
+    ],
+    ids=["encoded", "path-encoded", "encoded-lowercase", "lowercased"],
+)
+def test_a_key_echoed_encoded_or_lowercased_is_redacted(mock_server, echo):
+    """Found by the new-user trials of 2026-12-06."""
     key = "sk-AAAA+secret/KEYaaaa=0123456789"
-    encoded = "sk-AAAA%2Bsecret%2FKEYaaaa%3D0123456789"
-    mock_server.push(401, json={"error": {"message": f"see https://x.example/?key={encoded}"}})
+    mock_server.push(401, json={"error": {"message": f"see https://x.example/?key={echo(key)}"}})
     with pytest.raises(failover.AuthenticationError) as info:
         provider = failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key)
         failover.Client({"p": provider}).prompt("Hi")
     for text in (str(info.value), info.value.body or ""):
-        assert "secret" not in text and "<redacted>" in text, text
+        assert "secret" not in text.lower() and "<redacted>" in text, text

@@ -10,6 +10,7 @@ from ._usage import Usage
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see _typing.py)
 if TYPE_CHECKING:
     import typing
+    from collections.abc import Sequence
 else:
     from . import _typing as typing
 
@@ -129,26 +130,27 @@ def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
 
 
 def steps(
-    attempts: tuple[Attempt, ...],
-) -> typing.Iterator[tuple[Attempt, Attempt | None, bool]]:
-    """Each HTTP attempt (skips left out) with the one before it and whether
-    it is a retry (its provider was tried before in the call); an attempt
-    that is no retry and has one before it is a failover from that one. A
-    hedge's cancelled loser is neither, and no attempt follows it."""
-    tried: set[str] = set()
+    attempts: Sequence[Attempt],
+) -> typing.Iterator[tuple[Attempt, Attempt | None, Attempt | None]]:
+    """Each HTTP attempt (skips left out), with the attempt it retries (the
+    last at its provider, whose failure it follows) and the one the call
+    failed over from to reach it (the last before it at another provider).
+    A hedge's loser ran beside the others: it is neither, and nothing fails
+    over from it; when both of the race failed and the call moved on to the
+    hedge's provider, its next attempt is both a failover (from the first
+    provider) and a retry (of the hedge)."""
+    last_at: dict[str, Attempt] = {}
     previous: Attempt | None = None
     for attempt in attempts:
         if attempt.skipped is not None:
             continue
+        retried = last_at.get(attempt.provider)
+        last_at[attempt.provider] = attempt
         if attempt.hedged:
-            # The loser of a hedge's race ran beside the others: no retry,
-            # and nothing fails over from it.
-            tried.add(attempt.provider)
-            yield attempt, None, False
+            yield attempt, None, None
             continue
-        retry = attempt.provider in tried
-        tried.add(attempt.provider)
-        yield attempt, previous, retry
+        left = previous if previous is not None and previous.provider != attempt.provider else None
+        yield attempt, retried, left
         previous = attempt
 
 

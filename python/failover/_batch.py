@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from ._attempt import steps
 from ._checks import seconds
 from ._exceptions import ConfigurationError, FailoverError
 
@@ -210,11 +211,12 @@ def _usage(usage: Any) -> dict[str, int | None] | None:
 def _attempts(attempts: list[Attempt]) -> dict[str, Any]:
     """What a call's attempts did, in brief."""
     sent = [a for a in attempts if a.skipped is None]
-    providers = [a.provider for a in sent]
+    # (As stats() counts them: a hedge's loser is neither.)
+    walked = list(steps(attempts))
     return {
         "count": len(sent),
-        "retries": sum(1 for i in range(1, len(providers)) if providers[i] == providers[i - 1]),
-        "failovers": sum(1 for i in range(1, len(providers)) if providers[i] != providers[i - 1]),
+        "retries": sum(1 for _, retried, _ in walked if retried is not None),
+        "failovers": sum(1 for _, _, left in walked if left is not None),
         "waited": round(float(sum(a.waited for a in sent)), 3),
         "path": [f"{a.provider}:{a.status if a.status is not None else a.kind}" for a in sent],
         "skipped": [f"{a.provider}: {a.skipped}" for a in attempts if a.skipped is not None],

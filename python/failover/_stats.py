@@ -161,16 +161,16 @@ class Tally:
         with self._lock:
             self._calls += 1
             providers = self._providers
-            for attempt, previous, retry in steps(attempts):
+            for attempt, retried, left in steps(attempts):
                 name = attempt.provider
                 counters = providers.get(name)
                 if counters is None:  # not configured (never expected): counted all the same
                     counters = providers[name] = _Counters()
                 counters.attempts += 1
-                if retry:
+                if retried is not None:
                     counters.retries += 1
-                elif previous is not None:
-                    providers[previous.provider].failovers += 1
+                if left is not None:
+                    providers[left.provider].failovers += 1
                 kind = attempt.kind
                 if kind is not None:
                     counters.failures[kind] = counters.failures.get(kind, 0) + 1

@@ -223,6 +223,11 @@ class Telemetry:
             return None
 
 
+def _why(attempt: Attempt) -> dict[str, str]:
+    """A retry's or a failover's metric attributes: the failure it follows."""
+    return {"failover.provider": attempt.provider, "failover.kind": attempt.kind or "ok"}
+
+
 def _provider_name(provider: Provider | None) -> str:
     if provider is None:
         return "openai"
@@ -426,22 +431,18 @@ class Observed:
         parent = trace.set_span_in_context(span)
         real = 0
         failovers = 0
-        for attempt, previous, retry in steps(attempts):
+        for attempt, retried, left in steps(attempts):
             real += 1
             kind = attempt.kind or "ok"
             name = attempt.provider
             counted = {"failover.provider": name, "failover.kind": kind}
             telemetry.attempts.add(1, counted)
-            if previous is not None:
-                why = {
-                    "failover.provider": previous.provider,
-                    "failover.kind": previous.kind or "ok",
-                }
-                if retry:
-                    telemetry.retries.add(1, why)
-                else:
-                    failovers += 1
-                    telemetry.failovers.add(1, why)
+            # Each counted under the provider and kind of the failure it follows.
+            if retried is not None:
+                telemetry.retries.add(1, _why(retried))
+            if left is not None:
+                failovers += 1
+                telemetry.failovers.add(1, _why(left))
             provider = telemetry.providers.get(name)
             attributes: dict[str, typing.Any] = {
                 "gen_ai.operation.name": self._operation,

@@ -90,7 +90,7 @@ impl Client {
             providers::add_secrets(&mut secrets, &providers::url_secrets(url));
         }
         for provider in &providers {
-            providers::add_secrets(&mut secrets, &providers::config_secrets(provider));
+            providers::merge_secrets(&mut secrets, &providers::config_secrets(provider));
         }
         Self {
             providers,

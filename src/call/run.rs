@@ -167,7 +167,7 @@ impl<C: Clock, E> Call<C, E> {
                     #[cfg(test)]
                     BUILT.with(|built| built.set(built.get() + 1));
                     let mut base = providers::build(provider, job);
-                    providers::add_secrets(&mut base.secrets, &client.secrets);
+                    providers::merge_secrets(&mut base.secrets, &client.secrets);
                     match recent {
                         None => providers::authorize(provider, &base, provider.api_key.as_deref()),
                         Some(_) => base,

@@ -1095,9 +1095,10 @@ where
     // A failed hedge the policy would retry at its provider: its first
     // attempt, picked up from (as a resume) if the call moves on to it.
     let mut hedge_failed: Option<Resume> = None;
-    // ... and how it cools after its hedge failed: passed over if the call
-    // moves on to it.
-    let mut hedge_cooled: Option<(usize, Cooling)> = None;
+    // ... one the policy gives up on at once: its provider (and how it
+    // cools, if it does) is passed over if the call moves on to it, its
+    // failure the call's latest, as without a hedge.
+    let mut hedge_given_up: Option<(usize, Option<Cooling>, ProviderFailure)> = None;
     if let (Some(hedge), Some(state), false) = (spec.hedge, spec.state, hedged) {
         state.note_call(super::hedge::BUDGET_KEY, clock.wall(), &hedge.window());
     }
@@ -1117,18 +1118,19 @@ where
             pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
             continue;
         }
-        if let Some((_, cooling)) = hedge_cooled.take_if(|(at, _)| *at == index) {
-            pass_over(
-                &mut attempts,
-                on_event,
-                index,
-                Passed::Cooling(cooling).why(clock.wall()),
-            );
-            if let (None, Some(failed)) = (next_able(index + 1), &last) {
-                let reason = "its hedge failed and it cools; no provider left to fail over to";
-                let error = CallError::Provider(failed.clone());
+        if let Some((_, cooling, failed)) = hedge_given_up.take_if(|(at, _, _)| *at == index) {
+            let why = match cooling {
+                Some(cooling) => Passed::Cooling(cooling).why(clock.wall()),
+                None => format!("its hedge failed ({})", failed.failure.kind.as_str()),
+            };
+            pass_over(&mut attempts, on_event, index, why);
+            if next_able(index + 1).is_none() {
+                let reason =
+                    "its hedge failed and was given up on; no provider left to fail over to";
+                let error = CallError::Provider(failed);
                 return Err(fail(error, attempts, reason.to_string()));
             }
+            last = Some(failed);
             continue;
         }
         // (Its record is in `attempts` already, from the race.)
@@ -1457,16 +1459,17 @@ where
                                             _ => {
                                                 cool(to, lost);
                                                 let now = clock.wall();
-                                                if let Some(cooling) =
-                                                    spec.state.and_then(|state| {
-                                                        state.cooling(
-                                                            spec.providers[to].state_key,
-                                                            now,
-                                                        )
-                                                    })
-                                                {
-                                                    hedge_cooled = Some((to, cooling));
-                                                }
+                                                let cooling = spec.state.and_then(|state| {
+                                                    state.cooling(spec.providers[to].state_key, now)
+                                                });
+                                                let failed = ProviderFailure {
+                                                    provider: to,
+                                                    failure: lost.clone(),
+                                                    retry_after: spec
+                                                        .policy
+                                                        .server_wait(&first_try),
+                                                };
+                                                hedge_given_up = Some((to, cooling, failed));
                                             }
                                         }
                                     }

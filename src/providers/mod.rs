@@ -35,7 +35,8 @@ pub use request::{
     key_header_name, unable, unable_for, unable_to_embed,
 };
 pub use secrets::{
-    add_secrets, is_credential_header, redact, redacted_body, secret_values, url_secrets,
+    add_secrets, is_credential_header, merge_secrets, redact, redacted_body, secret_values,
+    url_secrets,
 };
 pub use types::{
     job_model, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, GeneratedImage, Job, Media,

@@ -76,38 +76,62 @@ pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
 }
 
 /// Adds `more` to `secrets`, keeping them unique and longest first (so a
-/// whole value is replaced before any part of it). A secret that a URL
-/// would carry percent-encoded (a key with `+`, `/` or `=`, echoed inside a
-/// link) is added in that form too, with upper- and lowercase hex.
+/// whole value is replaced before any part of it). Each is added as a
+/// provider may echo it too: lowercased; percent-encoded as a link carries
+/// a key with `+`, `/` or `=` (every such character escaped, or all but
+/// `/`, as Python's `quote` does; upper- and lowercase hex); with `\/` for
+/// `/`, as text quoting JSON may have it.
 pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
     if more.is_empty() {
         return;
     }
-    let mut add = |secret: String| {
-        if !secret.is_empty() && !secrets.contains(&secret) {
-            secrets.push(secret);
-        }
-    };
+    let mut forms = Vec::with_capacity(more.len() * 2);
     for secret in more {
-        add(secret.clone());
+        forms.push(secret.clone());
+        forms.push(secret.to_lowercase());
+        if secret.contains('/') {
+            forms.push(secret.replace('/', "\\/"));
+        }
         // (One with a `%` is taken for encoded already: not encoded again.)
-        if !secret.contains('%') {
-            let encoded = percent_encoding::utf8_percent_encode(secret, URL_ESCAPED).to_string();
+        if secret.contains('%') {
+            continue;
+        }
+        for escaped in [URL_ESCAPED, PATH_ESCAPED] {
+            let encoded = percent_encoding::utf8_percent_encode(secret, escaped).to_string();
             if encoded != *secret {
-                add(lowercase_hex(&encoded));
-                add(encoded);
+                forms.push(lowercase_hex(&encoded));
+                forms.push(encoded.to_lowercase());
+                forms.push(encoded);
             }
+        }
+    }
+    merge_secrets(secrets, &forms);
+}
+
+/// Adds secrets already in all their forms (another list [`add_secrets`]
+/// made), keeping them unique and longest first.
+pub fn merge_secrets(secrets: &mut Vec<String>, more: &[String]) {
+    if more.is_empty() {
+        return;
+    }
+    for secret in more {
+        if !secret.is_empty() && !secrets.contains(secret) {
+            secrets.push(secret.clone());
         }
     }
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
-/// What a URL's query escapes: all but letters, digits and `-._~`.
+/// What a URL's query escapes in full: all but letters, digits and `-._~`.
 const URL_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
+
+/// What a path escapes (Python's `quote`, JavaScript's `encodeURI` for
+/// these): as [`URL_ESCAPED`], but `/` left as it is.
+const PATH_ESCAPED: &percent_encoding::AsciiSet = &URL_ESCAPED.remove(b'/');
 
 /// `encoded` with the hex digits of its escapes lowercased (`%2f`).
 fn lowercase_hex(encoded: &str) -> String {
@@ -363,24 +387,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_secret_echoed_percent_encoded_is_redacted() {
+    fn a_secret_echoed_encoded_or_lowercased_is_redacted() {
         let mut secrets = Vec::new();
         add_secrets(&mut secrets, &["sk-AAAA+secret/KEY=".to_string()]);
         for echoed in [
             "https://x.example/?k=sk-AAAA%2Bsecret%2FKEY%3D",
             "https://x.example/?k=sk-AAAA%2bsecret%2fKEY%3d",
+            "https://x.example/?k=sk-AAAA%2Bsecret/KEY%3D",
             "plain sk-AAAA+secret/KEY=",
+            "lowered sk-aaaa+secret/key=",
+            r#"quoted JSON {"key": "sk-AAAA+secret\/KEY="}"#,
         ] {
             let text = redact(echoed, &secrets);
             assert!(!text.contains("secret"), "{text}");
         }
-        // Encoded once: an encoded secret is not encoded again.
-        let again = secrets.clone();
-        add_secrets(&mut secrets, &again);
-        assert_eq!(secrets.len(), 3, "{secrets:?}");
-        // A secret URLs leave alone gets no other form.
+        // Merged into another list, its forms are not multiplied.
+        let mut merged = vec!["other-secret-0123".to_string()];
+        merge_secrets(&mut merged, &secrets);
+        assert_eq!(merged.len(), secrets.len() + 1);
+        // A secret URLs and case leave alone gets no other form.
         let mut plain = Vec::new();
-        add_secrets(&mut plain, &["sk-proj-abc_DEF-123.x~y".to_string()]);
+        add_secrets(&mut plain, &["sk-proj-abc_def-123.x~y".to_string()]);
         assert_eq!(plain.len(), 1);
     }
 
