@@ -1865,15 +1865,7 @@ mod tests {
         first: (Option<u64>, Result<&'static str, Failure>),
         second: Result<&'static str, Failure>,
         max_extra: f64,
-    ) -> (
-        Result<Success<&'static str>, CallFailure>,
-        Vec<Event>,
-        Vec<usize>,
-    ) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+    ) -> Hedged {
         let policy = RetryPolicy::default();
         let slots = slots(2);
         let hedge = super::super::hedge::Hedge::new(Duration::from_millis(20), max_extra);
@@ -1881,19 +1873,43 @@ mod tests {
             hedge: Some(&hedge),
             ..spec(&slots, &policy)
         };
-        let clock = ManualClock::new();
+        let scripts = vec![
+            VecDeque::from([(first.0, first.1)]),
+            VecDeque::from([(Some(0), second)]),
+        ];
+        run_hedged(&spec, &ManualClock::new(), scripts)
+    }
+
+    type Hedged = (
+        Result<Success<&'static str>, CallFailure>,
+        Vec<Event>,
+        Vec<usize>,
+    );
+
+    /// A call under `spec` (with a hedge) on a real-time runtime: each
+    /// provider's attempts answer from its script in turn, each after its
+    /// delay (never, with none). Its result, events and the providers called.
+    fn run_hedged(
+        spec: &CallSpec<'_>,
+        clock: &ManualClock,
+        scripts: Vec<VecDeque<(Option<u64>, Result<&'static str, Failure>)>>,
+    ) -> Hedged {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         let mut events = Vec::new();
         let calls = Mutex::new(Vec::new());
-        let outcomes = Mutex::new(vec![Some((first.0, first.1)), Some((Some(0), second))]);
+        let scripts = Mutex::new(scripts);
         let result = runtime.block_on(run_from(
-            &spec,
+            spec,
             None,
-            &clock,
+            clock,
             &mut || 0.0,
             &mut |e| events.push(e),
             |provider, _| {
                 calls.lock().unwrap().push(provider);
-                let (delay, outcome) = outcomes.lock().unwrap()[provider].take().unwrap();
+                let (delay, outcome) = scripts.lock().unwrap()[provider].pop_front().unwrap();
                 async move {
                     match delay {
                         Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
@@ -1989,10 +2005,6 @@ mod tests {
         // times out after it, then 1 answers: without a hedge, 0 fails over
         // to 1, which is retried after its timeout (the last provider) and
         // answers.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
         let policy = RetryPolicy::default();
         let keys = ["p0", "p1"];
         let slots: Vec<ProviderSlot> = slots(2)
@@ -2012,26 +2024,12 @@ mod tests {
             ..spec(&slots, &policy)
         };
         let clock = ManualClock::new();
-        let mut events = Vec::new();
         let timeout = || err(Timeout, None, &[]);
-        let scripts = Mutex::new(vec![
-            VecDeque::from([(80, timeout())]),
-            VecDeque::from([(100, timeout()), (0, Ok("backup"))]),
-        ]);
-        let result = runtime.block_on(run_from(
-            &spec,
-            None,
-            &clock,
-            &mut || 0.0,
-            &mut |e| events.push(e),
-            |provider, _| {
-                let (delay, outcome) = scripts.lock().unwrap()[provider].pop_front().unwrap();
-                async move {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    outcome
-                }
-            },
-        ));
+        let scripts = vec![
+            VecDeque::from([(Some(80), timeout())]),
+            VecDeque::from([(Some(100), timeout()), (Some(0), Ok("backup"))]),
+        ];
+        let (result, events, _) = run_hedged(&spec, &clock, scripts);
         let ok = result.unwrap();
         assert_eq!((ok.value, ok.provider), ("backup", 1));
         let seen: Vec<_> = ok
