@@ -1880,6 +1880,9 @@ mod tests {
         run_hedged(&spec, &ManualClock::new(), scripts)
     }
 
+    /// One attempt's answer: after how many ms (never, with none), and what.
+    type Scripted = (Option<u64>, Result<&'static str, Failure>);
+
     type Hedged = (
         Result<Success<&'static str>, CallFailure>,
         Vec<Event>,
@@ -1892,7 +1895,7 @@ mod tests {
     fn run_hedged(
         spec: &CallSpec<'_>,
         clock: &ManualClock,
-        scripts: Vec<VecDeque<(Option<u64>, Result<&'static str, Failure>)>>,
+        scripts: Vec<VecDeque<Scripted>>,
     ) -> Hedged {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
