@@ -365,7 +365,33 @@ def test_when_both_fail_a_hedge_provider_given_up_on_is_passed_over(
     assert caught.value.provider == "b"
     skipped = [(a.provider, a.skipped) for a in caught.value.attempts if a.skipped]
     assert skipped and skipped[-1][0] == "b" and "cooling down" in (skipped[-1][1] or "")
+    # Counted as without a hedge: the call left a for b.
+    assert client.stats().providers["a"].failovers == 1
     client.close()
+
+
+@pytest.mark.parametrize("hedge", [None, failover.Hedge(0.2, 1.0)], ids=["unhedged", "hedged"])
+def test_a_chain_of_three_counts_the_same_failovers_hedged_or_not(
+    mock_server: MockServer, backup_server: MockServer, hedge: failover.Hedge | None
+) -> None:
+    """Found by the third new-user trial: a hedge's provider passed over after
+    both failed was no failover in stats()."""
+    with MockServer() as third:
+        mock_server.push(503, json={"error": {"message": "busy"}}, delay=0.6)
+        backup_server.push(401, json={"error": {"message": "Incorrect API key", "type": "auth"}})
+        third.push_text("from c")
+        client = failover.Client(
+            {"a": openai(mock_server), "b": openai(backup_server), "c": openai(third)},
+            hedge=hedge,
+            retry=failover.RetryPolicy(max_retries=0),
+        )
+        with fake_sleep():
+            r = client.prompt("Hi")
+        assert r.provider == "c"
+        stats = client.stats()
+        assert (stats.providers["a"].failovers, stats.providers["b"].failovers) == (1, 1)
+        assert stats.providers["b"].attempts == 1
+        client.close()
 
 
 def test_a_first_attempt_failing_during_its_hedge_cools_its_provider(

@@ -405,3 +405,28 @@ def test_a_key_echoed_encoded_or_lowercased_is_redacted(mock_server, echo):
         failover.Client({"p": provider}).prompt("Hi")
     for text in (str(info.value), info.value.body or ""):
         assert "secret" not in text.lower() and "<redacted>" in text, text
+
+
+def test_a_key_whose_forms_part_after_sixteen_characters_is_redacted_whole(mock_server):
+    """Found by the third new-user trial: its encoded form's run cut the raw echo short."""
+    key = "abcdefghijklmnop+qrstuvwxyz0123456789/ABC="
+    for echoed in (key, key.lower(), urllib.parse.quote(key, safe="")):
+        mock_server.push(500, body=f"echo key={echoed}".encode(), content_type="text/plain")
+    provider = failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key)
+    once = failover.RetryPolicy(max_retries=0, max_retries_last=0)
+    client = failover.Client({"p": provider}, retry=once, sleeper=FakeSleeper())
+    for _ in range(3):
+        with pytest.raises(failover.ServerError) as info:
+            client.prompt("Hi")
+        assert str(info.value).endswith("echo key=<redacted>"), str(info.value)
+
+
+def test_a_key_echoed_in_an_answers_finish_reason_is_redacted(mock_server):
+    key = "sk-live-0123456789abcdefSECRET"
+    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}]}
+    answer["choices"][0]["finish_reason"] = f"stop ({key})"
+    mock_server.push(json=answer)
+    provider = failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key)
+    r = failover.Client({"p": provider}).prompt("Hi")
+    assert r.finish_reason == "stop (<redacted>)"
+    assert key not in repr(r)

@@ -131,24 +131,36 @@ def _attempts(raw: typing.Any) -> tuple[Attempt, ...]:
 
 def steps(
     attempts: Sequence[Attempt],
-) -> typing.Iterator[tuple[Attempt, Attempt | None, Attempt | None]]:
+) -> typing.Iterator[tuple[Attempt | None, Attempt | None, Attempt | None]]:
     """Each HTTP attempt (skips left out), with the attempt it retries (the
     last at its provider, whose failure it follows) and the one the call
     failed over from to reach it (the last before it at another provider).
+
     A hedge's loser ran beside the others: it is neither, and nothing fails
-    over from it; when both of the race failed and the call moved on to the
-    hedge's provider, its next attempt is both a failover (from the first
-    provider) and a retry (of the hedge)."""
+    over from it. When both of the race failed and the call moved on to the
+    hedge's provider, as without a hedge: its next attempt is both a
+    failover (from the first provider) and a retry (of the hedge); passed
+    over there instead (the hedge's failure given up on), the move is a
+    failover with no attempt (``None``), and the hedge is what the call
+    leaves next."""
     last_at: dict[str, Attempt] = {}
+    failed_hedges: dict[str, Attempt] = {}
     previous: Attempt | None = None
     for attempt in attempts:
         if attempt.skipped is not None:
+            reached = failed_hedges.pop(attempt.provider, None)
+            if reached is not None and previous is not None:
+                yield None, None, previous
+                previous = reached
             continue
         retried = last_at.get(attempt.provider)
         last_at[attempt.provider] = attempt
         if attempt.hedged:
+            if attempt.kind is not None:
+                failed_hedges[attempt.provider] = attempt
             yield attempt, None, None
             continue
+        failed_hedges.pop(attempt.provider, None)
         left = previous if previous is not None and previous.provider != attempt.provider else None
         yield attempt, retried, left
         previous = attempt

@@ -162,6 +162,10 @@ class Tally:
             self._calls += 1
             providers = self._providers
             for attempt, retried, left in steps(attempts):
+                if left is not None:
+                    providers[left.provider].failovers += 1
+                if attempt is None:  # a failover to a provider then passed over
+                    continue
                 name = attempt.provider
                 counters = providers.get(name)
                 if counters is None:  # not configured (never expected): counted all the same
@@ -169,8 +173,6 @@ class Tally:
                 counters.attempts += 1
                 if retried is not None:
                     counters.retries += 1
-                if left is not None:
-                    providers[left.provider].failovers += 1
                 kind = attempt.kind
                 if kind is not None:
                     counters.failures[kind] = counters.failures.get(kind, 0) + 1

@@ -432,6 +432,11 @@ class Observed:
         real = 0
         failovers = 0
         for attempt, retried, left in steps(attempts):
+            if left is not None:
+                failovers += 1
+                telemetry.failovers.add(1, _why(left))
+            if attempt is None:  # a failover to a provider then passed over
+                continue
             real += 1
             kind = attempt.kind or "ok"
             name = attempt.provider
@@ -440,9 +445,6 @@ class Observed:
             # Each counted under the provider and kind of the failure it follows.
             if retried is not None:
                 telemetry.retries.add(1, _why(retried))
-            if left is not None:
-                failovers += 1
-                telemetry.failovers.add(1, _why(left))
             provider = telemetry.providers.get(name)
             attributes: dict[str, typing.Any] = {
                 "gen_ai.operation.name": self._operation,

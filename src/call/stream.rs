@@ -334,13 +334,14 @@ impl<C: Clock, E> StreamDriver<C, E> {
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();
+        let finish_reason = live.stream.finish_reason();
         let acc = live.stream.acc;
         let chat = ChatResponse {
             text: acc.text,
             tool_calls: acc.tool_calls,
             provider_data,
             model: acc.model,
-            finish_reason: acc.finish_reason,
+            finish_reason,
             usage: acc.usage,
             request_id,
             raw: "null".to_string(),

@@ -33,6 +33,10 @@ pub fn parse_response(
         let message = format!("{}: {why}", provider.name);
         return Err(answered_failure(sent, answer, message));
     }
+    // (What it says of how it ended reaches the response, spans and OUT.)
+    chat.finish_reason = chat
+        .finish_reason
+        .map(|reason| redact(&reason, &sent.secrets));
     chat.request_id = answer.request_id;
     chat.status = answer.response.status;
     chat.headers = answer.response.headers;

@@ -306,35 +306,57 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
 
 /// `text` redacted, or `None` when it holds no secret (nothing copied).
 fn redacted(text: &str, secrets: &[String]) -> Option<String> {
-    let mut out: Option<String> = None;
-    // Longest first (as the lists are kept): a whole value goes before any
-    // part of it, and `<redacted>` matches no later secret.
+    // Every span of `text` that echoes a secret, found in `text` as it
+    // came: where forms of one secret overlap (its raw and its encoded form
+    // agree on their first characters, then part), their spans join, so
+    // the longest echo goes whole whichever form is tried first.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
     for secret in secrets {
-        if let Some(replaced) = redacted_one(out.as_deref().unwrap_or(text), secret) {
-            out = Some(replaced);
-        }
+        spans.extend(echoes(text, secret));
     }
-    out
+    if spans.is_empty() {
+        return None;
+    }
+    spans.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    let mut spans = spans.into_iter().peekable();
+    while let Some((start, mut end)) = spans.next() {
+        while let Some(&(next, next_end)) = spans.peek() {
+            // (Back to back, two echoes stay two.)
+            if next >= end {
+                break;
+            }
+            end = end.max(next_end);
+            spans.next();
+        }
+        if start >= rest {
+            out.push_str(&text[rest..start]);
+        }
+        out.push_str("<redacted>");
+        rest = rest.max(end);
+    }
+    out.push_str(&text[rest..]);
+    Some(out)
 }
 
-/// `text` with each occurrence of `secret`'s first [`MIN_PREFIX_LEN`]
-/// characters (the whole secret, when it is no longer) replaced, together
-/// with as much of the rest of the secret as follows it; `None` when there
-/// is none. One substring search per secret, as for a whole match.
-fn redacted_one(text: &str, secret: &str) -> Option<String> {
+/// Where `text` echoes `secret`: each occurrence of its first
+/// [`MIN_PREFIX_LEN`] characters (the whole secret, when it is no longer),
+/// with as much of the rest of the secret as follows it. One substring
+/// search per secret, as for a whole match.
+fn echoes(text: &str, secret: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
     if secret.is_empty() {
-        return None;
+        return spans;
     }
     let needle = match secret.char_indices().nth(MIN_PREFIX_LEN) {
         Some((end, _)) => &secret[..end],
         None => secret,
     };
-    let mut found = text.find(needle)?;
-    let mut out = String::with_capacity(text.len());
-    let mut rest = 0;
-    loop {
-        let tail = &text.as_bytes()[found..];
-        let mut len = tail
+    let mut from = 0;
+    while let Some(at) = text[from..].find(needle) {
+        let found = from + at;
+        let mut len = text.as_bytes()[found..]
             .iter()
             .zip(secret.as_bytes())
             .take_while(|(a, b)| a == b)
@@ -342,16 +364,13 @@ fn redacted_one(text: &str, secret: &str) -> Option<String> {
         while !text.is_char_boundary(found + len) {
             len -= 1; // agreed only up to the middle of a character
         }
-        out.push_str(&text[rest..found]);
-        out.push_str("<redacted>");
-        rest = found + len;
-        match text[rest..].find(needle) {
-            Some(next) => found = rest + next,
-            None => break,
+        spans.push((found, found + len));
+        from = found + len.max(1);
+        while !text.is_char_boundary(from) {
+            from += 1;
         }
     }
-    out.push_str(&text[rest..]);
-    Some(out)
+    spans
 }
 
 fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
@@ -385,6 +404,20 @@ fn redact_json(value: &mut Value, secrets: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_whose_forms_part_after_sixteen_characters_is_redacted_whole() {
+        // Its raw and encoded forms agree on their first 16 characters: the
+        // one tried first must not leave the rest of the other's echo.
+        let key = "abcdefghijklmnop+qrstuvwxyz0123456789/ABC=".to_string();
+        let mut secrets = Vec::new();
+        add_secrets(&mut secrets, std::slice::from_ref(&key));
+        let encoded = "abcdefghijklmnop%2Bqrstuvwxyz0123456789%2FABC%3D";
+        for echoed in [key.clone(), key.to_lowercase(), encoded.to_string()] {
+            let text = redact(&format!("echo key={echoed}!"), &secrets);
+            assert_eq!(text, "echo key=<redacted>!");
+        }
+    }
 
     #[test]
     fn a_secret_echoed_encoded_or_lowercased_is_redacted() {

@@ -439,6 +439,15 @@ impl LiveStream {
         self.failed = Some(failure);
     }
 
+    /// How the answer ended, as the provider said it, with any secret the
+    /// request carried removed (it reaches the response, spans and OUT).
+    pub fn finish_reason(&self) -> Option<String> {
+        self.acc
+            .finish_reason
+            .as_deref()
+            .map(|reason| redact(reason, &self.secrets))
+    }
+
     /// The response headers.
     pub fn headers(&self) -> &Headers {
         &self.headers
