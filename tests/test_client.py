@@ -129,6 +129,25 @@ def test_events_share_a_call_id_and_are_logged(mock_server, backup_server, caplo
     assert any("failing over from a to b" in m for m in messages), messages
 
 
+def test_a_failed_calls_log_line_counts_the_requests_sent(mock_server, backup_server, caplog):
+    """Found by a new-user trial: it counted a provider passed over as an attempt."""
+    refused = {"error": {"message": "Incorrect API key", "type": "invalid_api_key"}}
+    backup_server.push(401, json=refused)
+    mock_server.push(401, json=refused)
+    client = failover.Client({"a": openai(mock_server), "b": openai(backup_server)})
+    with pytest.raises(failover.AuthenticationError):
+        client.prompt("Hi", provider="b")  # b now cools
+    caplog.set_level(logging.INFO, logger="failover")
+    with pytest.raises(failover.AuthenticationError) as info:
+        client.prompt("Hi")
+    assert [(a.provider, a.skipped is None) for a in info.value.attempts] == [
+        ("a", True),
+        ("b", False),
+    ]
+    messages = [rec.getMessage() for rec in caplog.records if "call failed" in rec.getMessage()]
+    assert messages and messages[0].startswith("call failed after 1 attempt(s)"), messages
+
+
 LOG_EXTRAS = (
     "failover_call_id",
     "failover_provider",

@@ -226,7 +226,8 @@ def _call_failed(logger: Logger, fields: dict[str, typing.Any]) -> tuple[Event, 
     )
     logger.info(
         "call failed after %d attempt(s): %s [call %s]",
-        len(error.attempts),
+        # HTTP attempts, as stats() counts them: a provider passed over is none.
+        sum(1 for attempt in error.attempts if attempt.skipped is None),
         error,
         event.call_id,
         extra=extra,
