@@ -337,9 +337,13 @@ def test_a_cancelled_call_ends_its_span(otel: Otel, mock_server: MockServer) -> 
             await task
 
     asyncio.run(run())
-    [span] = [s for s in otel.spans() if s.name.startswith("chat")]
+    span = otel.call_span()
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes["error.type"] == "CancelledError"
+    # What it had sent: the request in flight, a child span as any attempt.
+    assert span.attributes["failover.attempts"] == 1
+    [attempt] = otel.children(span)
+    assert attempt.attributes["failover.provider"] == "a"
 
 
 def test_a_stream_closed_early_keeps_its_waits(otel: Otel, mock_server: MockServer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os  # loaded at interpreter startup: transcribe()'s hints name os.PathLike
 
 from . import _media, _native, _options, _sleep
-from ._attempt import _attempts
+from ._attempt import Attempt, _attempts
 from ._checks import count, is_async_callable, number, seconds
 from ._cost import Price, Pricing
 from ._events import EventHook, _emitter
@@ -402,19 +402,20 @@ class Client:
         short (cancelled, Ctrl-C, a ConfigurationError partway) is counted from
         its ``journal``: what it had sent, the attempt in flight with
         ``billed=None``."""
+        cut: tuple[Attempt, ...] = ()
         if isinstance(error, FailoverError) and error.attempts:
             if self._pricing is not None:
                 self._pricing.error(error, embeddings)
             self._tally.count(error.attempts, None)
         elif journal is not None:
             # A call refused before anything was sent is no call: nothing logged.
-            attempts = _attempts(journal.take())
-            if attempts:
+            cut = _attempts(journal.take())
+            if cut:
                 if self._pricing is not None:
-                    attempts = self._pricing.attempts(attempts, embeddings)
-                self._tally.count(attempts, None)
+                    cut = self._pricing.attempts(cut, embeddings)
+                self._tally.count(cut, None)
         if observed is not None:
-            observed.failed(error)
+            observed.failed(error, cut)
 
     def stats(self) -> Stats:
         """What this client's calls did since it was made (and those of the

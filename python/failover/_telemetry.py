@@ -381,15 +381,16 @@ class Observed:
         self._attributes.update(attributes)
         self._end(attempts, result.call_id, None)
 
-    def failed(self, error: BaseException) -> None:
-        """The call ended in ``error`` (a cancellation included)."""
+    def failed(self, error: BaseException, cut: tuple[Attempt, ...] = ()) -> None:
+        """The call ended in ``error`` (a cancellation included); ``cut``: what a
+        call cut short had sent (its error carries none)."""
         if not self._ended:
-            _guarded(self._failed, error)
+            _guarded(self._failed, error, cut)
 
-    def _failed(self, error: BaseException) -> None:
+    def _failed(self, error: BaseException, cut: tuple[Attempt, ...]) -> None:
         span = self.span
         kind = type(error).__name__
-        attempts = error.attempts if isinstance(error, FailoverError) else ()
+        attempts = error.attempts if isinstance(error, FailoverError) and error.attempts else cut
         attributes = self._describe(_answering(attempts))
         attributes["error.type"] = kind
         span.set_attributes(attributes)
