@@ -867,6 +867,81 @@ where
     }
 }
 
+/// A hedge that failed, as its provider's first attempt: what the call does
+/// there if it moves on to it, as it would without a hedge.
+enum FailedHedge {
+    /// The policy retries such a failure: picked up from as a resume.
+    Retried(Resume),
+    /// The policy gives up on it at once (it cools now, if the policy cools
+    /// it): passed over, its failure the call's latest.
+    GivenUp {
+        cooling: Option<Cooling>,
+        failed: ProviderFailure,
+    },
+}
+
+impl FailedHedge {
+    fn after(
+        spec: &CallSpec<'_>,
+        clock: &dyn Clock,
+        provider: usize,
+        lost: &Failure,
+        record: &AttemptRecord,
+        is_last: bool,
+        unit: f64,
+    ) -> Self {
+        let now = clock.wall();
+        let slot = &spec.providers[provider];
+        let first_try = Situation::new(lost, 0, is_last, now, slot.overloaded_statuses);
+        if let Decision::Retry(_) = spec.policy.decide_explained(&first_try, unit).decision {
+            return Self::Retried(Resume {
+                provider,
+                failure: lost.clone(),
+                retries_done: 0,
+                waited: Duration::ZERO,
+                duration: record.duration,
+                started: record.started,
+            });
+        }
+        let hinted = spec.policy.server_wait(&first_try);
+        cool_given_up(spec, clock, slot, lost, hinted);
+        Self::GivenUp {
+            cooling: spec
+                .state
+                .and_then(|state| state.cooling(slot.state_key, now)),
+            failed: ProviderFailure {
+                provider,
+                failure: lost.clone(),
+                retry_after: hinted,
+            },
+        }
+    }
+
+    fn provider(&self) -> usize {
+        match self {
+            Self::Retried(broken) => broken.provider,
+            Self::GivenUp { failed, .. } => failed.provider,
+        }
+    }
+}
+
+/// The first attempt of a race the hedge won, failed: given up on (the call
+/// answered elsewhere), it cools as a provider failed over from does.
+fn cool_failed(spec: &CallSpec<'_>, clock: &dyn Clock, provider: usize, failure: &Failure) {
+    if failure.out_of_time {
+        return;
+    }
+    let slot = &spec.providers[provider];
+    let situation = Situation::new(failure, 0, false, clock.wall(), slot.overloaded_statuses);
+    cool_given_up(
+        spec,
+        clock,
+        slot,
+        failure,
+        spec.policy.server_wait(&situation),
+    );
+}
+
 /// A failed request's share of the limits: its tokens are what it reported,
 /// none if it was refused unbilled (else its estimate stands); its slot is
 /// free for the next request as the permit drops.
@@ -1092,13 +1167,9 @@ where
     let mut room: Option<(usize, Option<Permit>, Duration)> = None;
     // At most one hedge a call; a restart of a stream sends none.
     let mut hedged = resume.is_some();
-    // A failed hedge the policy would retry at its provider: its first
-    // attempt, picked up from (as a resume) if the call moves on to it.
-    let mut hedge_failed: Option<Resume> = None;
-    // ... one the policy gives up on at once: its provider (and how it
-    // cools, if it does) is passed over if the call moves on to it, its
-    // failure the call's latest, as without a hedge.
-    let mut hedge_given_up: Option<(usize, Option<Cooling>, ProviderFailure)> = None;
+    // A hedge that failed: what the call does at its provider if it moves
+    // on to it, as without a hedge.
+    let mut failed_hedge: Option<FailedHedge> = None;
     if let (Some(hedge), Some(state), false) = (spec.hedge, spec.state, hedged) {
         state.note_call(super::hedge::BUDGET_KEY, clock.wall(), &hedge.window());
     }
@@ -1118,26 +1189,29 @@ where
             pass_over(&mut attempts, on_event, index, passed.why(clock.wall()));
             continue;
         }
-        if let Some((_, cooling, failed)) = hedge_given_up.take_if(|(at, _, _)| *at == index) {
-            let why = match cooling {
-                Some(cooling) => Passed::Cooling(cooling).why(clock.wall()),
-                None => format!("its hedge failed ({})", failed.failure.kind.as_str()),
-            };
-            pass_over(&mut attempts, on_event, index, why);
-            if next_able(index + 1).is_none() {
-                let reason =
-                    "its hedge failed and was given up on; no provider left to fail over to";
-                let error = CallError::Provider(failed);
-                return Err(fail(error, attempts, reason.to_string()));
+        let replaying_hedge = match failed_hedge.take_if(|hedge| hedge.provider() == index) {
+            Some(FailedHedge::GivenUp { cooling, failed }) => {
+                let why = match cooling {
+                    Some(cooling) => Passed::Cooling(cooling).why(clock.wall()),
+                    None => format!("its hedge failed ({})", failed.failure.kind.as_str()),
+                };
+                pass_over(&mut attempts, on_event, index, why);
+                if next_able(index + 1).is_none() {
+                    let reason =
+                        "its hedge failed and was given up on; no provider left to fail over to";
+                    let error = CallError::Provider(failed);
+                    return Err(fail(error, attempts, reason.to_string()));
+                }
+                last = Some(failed);
+                continue;
             }
-            last = Some(failed);
-            continue;
-        }
+            Some(FailedHedge::Retried(broken)) => {
+                resume = Some(broken);
+                true
+            }
+            None => false,
+        };
         // (Its record is in `attempts` already, from the race.)
-        let replaying_hedge = hedge_failed.as_ref().is_some_and(|r| r.provider == index);
-        if replaying_hedge {
-            resume = hedge_failed.take();
-        }
         let mut recorded = replaying_hedge;
         let resuming_here = resume.as_ref().is_some_and(|r| r.provider == index);
         // A provider whose quota began cooling during this call (a rate
@@ -1401,80 +1475,27 @@ where
                                     .await;
                                     // The hedge's own record comes after the
                                     // first's (in the order they began); a
-                                    // failed one cools its provider and counts
-                                    // as its first attempt if the call moves on
-                                    // to it.
-                                    // (A request the deadline cut short says
-                                    // nothing of its provider.)
-                                    let cool = |at: usize, failure: &Failure| {
-                                        if failure.out_of_time {
-                                            return;
-                                        }
-                                        let hinted = spec.policy.server_wait(&Situation::new(
-                                            failure,
-                                            0,
-                                            false,
-                                            clock.wall(),
-                                            spec.providers[at].overloaded_statuses,
-                                        ));
-                                        cool_given_up(
-                                            spec,
-                                            clock,
-                                            &spec.providers[at],
-                                            failure,
-                                            hinted,
-                                        );
-                                    };
-                                    if let Some(lost) = &raced.second_failed {
-                                        // Its provider's first attempt: one the
-                                        // policy would retry is, if the call
-                                        // moves on to it (as without a hedge);
-                                        // one it gives up on cools it now, and
-                                        // it is passed over.
-                                        let first_try = Situation::new(
-                                            lost,
-                                            0,
-                                            next_able(to + 1).is_none(),
-                                            clock.wall(),
-                                            spec.providers[to].overloaded_statuses,
-                                        );
-                                        let retried = matches!(
-                                            spec.policy
-                                                .decide_explained(&first_try, unit())
-                                                .decision,
-                                            Decision::Retry(_)
-                                        );
-                                        match (&raced.second_record, retried) {
-                                            _ if lost.out_of_time => {}
-                                            (Some(record), true) => {
-                                                hedge_failed = Some(Resume {
-                                                    provider: to,
-                                                    failure: lost.clone(),
-                                                    retries_done: 0,
-                                                    waited: Duration::ZERO,
-                                                    duration: record.duration,
-                                                    started: record.started,
-                                                });
-                                            }
-                                            _ => {
-                                                cool(to, lost);
-                                                let now = clock.wall();
-                                                let cooling = spec.state.and_then(|state| {
-                                                    state.cooling(spec.providers[to].state_key, now)
-                                                });
-                                                let failed = ProviderFailure {
-                                                    provider: to,
-                                                    failure: lost.clone(),
-                                                    retry_after: spec
-                                                        .policy
-                                                        .server_wait(&first_try),
-                                                };
-                                                hedge_given_up = Some((to, cooling, failed));
-                                            }
+                                    // failed one is its provider's first
+                                    // attempt. (A request the deadline cut
+                                    // short says nothing of its provider.)
+                                    if let (Some(lost), Some(record)) =
+                                        (&raced.second_failed, &raced.second_record)
+                                    {
+                                        if !lost.out_of_time {
+                                            let is_last = next_able(to + 1).is_none();
+                                            failed_hedge = Some(FailedHedge::after(
+                                                spec,
+                                                clock,
+                                                to,
+                                                lost,
+                                                record,
+                                                is_last,
+                                                unit(),
+                                            ));
                                         }
                                     }
                                     if let Some(lost) = &raced.first_failed {
-                                        cool(index, lost);
+                                        cool_failed(spec, clock, index, lost);
                                     }
                                     held_back.extend(raced.second_record);
                                     match raced.outcome {
