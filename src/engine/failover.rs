@@ -1170,7 +1170,9 @@ where
     // A hedge that failed: what the call does at its provider if it moves
     // on to it, as without a hedge.
     let mut failed_hedge: Option<FailedHedge> = None;
-    if let (Some(hedge), Some(state), false) = (spec.hedge, spec.state, hedged) {
+    // (A hedge that never hedges, `max_extra=0`, keeps no budget.)
+    let hedges = spec.hedge.filter(|hedge| hedge.hedges());
+    if let (Some(hedge), Some(state), false) = (hedges, spec.state, hedged) {
         state.note_call(super::hedge::BUDGET_KEY, clock.wall(), &hedge.window());
     }
     // (Made only for a client with limits; boxed below, the wait for room
@@ -1910,7 +1912,7 @@ mod tests {
         Vec<usize>,
     );
 
-    /// A call under `spec` (with a hedge) on a real-time runtime: each
+    /// A call under `spec` (with a hedge), on tokio's paused clock: each
     /// provider's attempts answer from its script in turn, each after its
     /// delay (never, with none). Its result, events and the providers called.
     fn run_hedged(
@@ -1918,8 +1920,11 @@ mod tests {
         clock: &ManualClock,
         scripts: Vec<VecDeque<Scripted>>,
     ) -> Hedged {
+        // Tokio's paused clock: the hedge's real-time `after` and the
+        // answers' delays pass at once, exactly.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
+            .start_paused(true)
             .build()
             .unwrap();
         let mut events = Vec::new();

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::openai::{error_detail, error_in_answer};
-use super::secrets::{redact, redacted_body};
+use super::secrets::{redact, redact_owned, redacted_body};
 use super::types::{embedding_model, ChatResponse, EmbedRequest, EmbedResponse, ProviderConfig};
 use super::wires::format;
 use crate::engine::classify::{classify_status, ErrorBody};
@@ -36,7 +36,7 @@ pub fn parse_response(
     // (What it says of how it ended reaches the response, spans and OUT.)
     chat.finish_reason = chat
         .finish_reason
-        .map(|reason| redact(&reason, &sent.secrets));
+        .map(|reason| redact_owned(reason, &sent.secrets));
     chat.request_id = answer.request_id;
     chat.status = answer.response.status;
     chat.headers = answer.response.headers;
@@ -113,7 +113,7 @@ pub(super) fn read_answer(
 ) -> Result<JsonAnswer, Failure> {
     let secrets = &sent.secrets;
     // A header value can echo a key too.
-    let request_id = request_id(provider, &response.headers).map(|id| redact(&id, secrets));
+    let request_id = request_id(provider, &response.headers).map(|id| redact_owned(id, secrets));
     if !(200..300).contains(&response.status) {
         return Err(error_failure(provider, secrets, response, request_id));
     }

@@ -5,7 +5,7 @@
 //! as for chat).
 
 use super::answer::{error_failure, malformed, read_answer, refused, request_id};
-use super::secrets::redact;
+use super::secrets::redact_owned;
 use super::types::{
     media_model, Media, MediaContent, MediaKind, MediaRequest, MediaResponse, ProviderConfig,
 };
@@ -97,7 +97,7 @@ pub fn parse_media_response(
         || (!content_type.starts_with("audio/") && response.body.first() == Some(&b'{'));
     let wire = format(provider.wire);
     let (parsed, answer) = if !(200..300).contains(&response.status) {
-        let id = request_id(provider, &response.headers).map(|id| redact(&id, &sent.secrets));
+        let id = request_id(provider, &response.headers).map(|id| redact_owned(id, &sent.secrets));
         return Err(error_failure(provider, &sent.secrets, response, id));
     } else if is_json {
         let answer = read_answer(provider, sent, response)?;
@@ -113,7 +113,7 @@ pub fn parse_media_response(
                 body: &response.body,
             },
         );
-        let id = request_id(provider, &response.headers).map(|id| redact(&id, &sent.secrets));
+        let id = request_id(provider, &response.headers).map(|id| redact_owned(id, &sent.secrets));
         (parsed, super::answer::JsonAnswer::of_bytes(response, id))
     };
     let checked = parsed.and_then(|media| match &media.content {

@@ -82,9 +82,6 @@ pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
 /// `/`, as Python's `quote` does; upper- and lowercase hex); with `\/` for
 /// `/`, as text quoting JSON may have it.
 pub fn add_secrets(secrets: &mut Vec<String>, more: &[String]) {
-    if more.is_empty() {
-        return;
-    }
     let mut forms = Vec::with_capacity(more.len() * 2);
     for secret in more {
         forms.push(secret.clone());
@@ -304,6 +301,12 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     redacted(text, secrets).unwrap_or_else(|| text.to_string())
 }
 
+/// [`redact`] for a string already owned: kept as it is, uncopied, when it
+/// holds no secret (a request id, a finish reason: every response has one).
+pub fn redact_owned(text: String, secrets: &[String]) -> String {
+    redacted(&text, secrets).unwrap_or(text)
+}
+
 /// `text` redacted, or `None` when it holds no secret (nothing copied).
 fn redacted(text: &str, secrets: &[String]) -> Option<String> {
     // Every span of `text` that echoes a secret, found in `text` as it
@@ -330,11 +333,9 @@ fn redacted(text: &str, secrets: &[String]) -> Option<String> {
             end = end.max(next_end);
             spans.next();
         }
-        if start >= rest {
-            out.push_str(&text[rest..start]);
-        }
+        out.push_str(&text[rest..start]);
         out.push_str("<redacted>");
-        rest = rest.max(end);
+        rest = end;
     }
     out.push_str(&text[rest..]);
     Some(out)
@@ -364,11 +365,9 @@ fn echoes(text: &str, secret: &str) -> Vec<(usize, usize)> {
         while !text.is_char_boundary(found + len) {
             len -= 1; // agreed only up to the middle of a character
         }
+        // (At least the needle, which ends where a character does.)
         spans.push((found, found + len));
-        from = found + len.max(1);
-        while !text.is_char_boundary(from) {
-            from += 1;
-        }
+        from = found + len;
     }
     spans
 }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::answer::{error_failure, name_failure, parse_response, request_id, status_of_type};
 use super::openai::error_detail;
-use super::secrets::redact;
+use super::secrets::{redact, redact_owned};
 use super::types::{ChatResponse, ProviderConfig};
 use super::wire_format::WireFormat;
 use super::wires::format;
@@ -115,7 +115,7 @@ pub async fn start(
     let (status, headers, body) = match opened {
         Opened::Whole(response) => {
             let request_id =
-                request_id(provider, &response.headers).map(|id| redact(&id, &sent.secrets));
+                request_id(provider, &response.headers).map(|id| redact_owned(id, &sent.secrets));
             return Err(error_failure(provider, &sent.secrets, response, request_id));
         }
         Opened::Streaming {
@@ -143,7 +143,7 @@ pub async fn start(
         wire,
         overloaded_statuses: provider.overloaded_statuses.clone(),
         secrets: sent.secrets.clone(),
-        request_id: request_id(provider, &headers).map(|id| redact(&id, &sent.secrets)),
+        request_id: request_id(provider, &headers).map(|id| redact_owned(id, &sent.secrets)),
         status,
         host: body.host().to_string(),
         headers,

@@ -281,7 +281,7 @@ fn inline_data(part: &Value) -> Result<Option<(String, Vec<u8>)>, String> {
         .or_else(|| blob.get("mime_type"))
         .and_then(Value::as_str)
         .unwrap_or("")
-        .to_string();
+        .to_ascii_lowercase();
     let data = blob
         .get("data")
         .and_then(Value::as_str)
@@ -376,8 +376,7 @@ pub(super) fn parse(
             let mut images = Vec::new();
             let mut said = String::new();
             for part in answer_parts {
-                if let Some((given, data)) = inline_data(part)? {
-                    let mime_type = given.to_ascii_lowercase();
+                if let Some((mime_type, data)) = inline_data(part)? {
                     let sniffed = image_type(&data);
                     // A type we know by its first bytes must have them; another
                     // image type must at least not be text.
@@ -396,10 +395,9 @@ pub(super) fn parse(
                         }
                         None => None,
                     };
-                    let Some(media_type) = media_type else {
+                    if media_type.is_none() {
                         continue; // inline data that is no image
-                    };
-                    let media_type = Some(media_type);
+                    }
                     images.push(GeneratedImage {
                         data: Some(data),
                         url: None,
@@ -420,12 +418,9 @@ pub(super) fn parse(
             let mut whole = None;
             let mut rate = None;
             for part in answer_parts {
-                let Some((given, data)) = inline_data(part)? else {
+                let Some((mime_type, data)) = inline_data(part)? else {
                     continue;
                 };
-                // (Told as given: a lowercased echo of a key would escape
-                // its redaction.)
-                let mime_type = given.to_ascii_lowercase();
                 match pcm_rate(&mime_type) {
                     Some(r) if rate.is_none_or(|seen| seen == r) => {
                         rate = Some(r);
@@ -434,10 +429,12 @@ pub(super) fn parse(
                     Some(_) => return Err("speech in parts of different sample rates".into()),
                     // Audio in a container already (a WAV file): as it came.
                     None if mime_type.starts_with("audio/") && whole.is_none() => {
-                        whole = Some((mime_type, given, data))
+                        whole = Some((mime_type, data))
                     }
                     None => {
-                        return Err(format!("a {given:?} part where speech was asked for").into())
+                        return Err(
+                            format!("a {mime_type:?} part where speech was asked for").into()
+                        )
                     }
                 }
             }
@@ -453,13 +450,15 @@ pub(super) fn parse(
             let (data, media_type) = match (rate, whole, format.as_str()) {
                 (Some(rate), None, "wav") => (wav(&pcm, rate)?, "audio/wav".to_string()),
                 (Some(rate), None, _) => (pcm, format!("audio/pcm;rate={rate}")),
-                (None, Some((mime_type, _, data)), "wav")
+                (None, Some((mime_type, data)), "wav")
                     if matches!(mime_type.as_str(), "audio/wav" | "audio/x-wav") =>
                 {
                     (data, "audio/wav".to_string())
                 }
-                (None, Some((_, given, _)), _) => {
-                    return Err(format!("speech as {given:?} where {format} was asked for").into())
+                (None, Some((mime_type, _)), _) => {
+                    return Err(
+                        format!("speech as {mime_type:?} where {format} was asked for").into(),
+                    )
                 }
                 _ => return Err(no_content(refusal, "no audio in the answer", "")),
             };
