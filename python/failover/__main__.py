@@ -294,11 +294,11 @@ def demo(fake_sleep: bool = False) -> int:
     )
     for server in (claude, gpt, local):
         server.close()
-    batched = _demo_batch()
+    batched = _demo_batch(sleeper=FakeSleeper() if fake_sleep else None)
     return 0 if answered == len(scenes) and batched else 1
 
 
-def _demo_batch(lines: int = 200) -> bool:
+def _demo_batch(lines: int = 200, sleeper: Any = None) -> bool:
     """The last scene: ``python -m failover batch`` over ``lines`` requests
     against two simulated providers where about 30% of answers are faults,
     stopped by --max-cost, then resumed to the end."""
@@ -339,7 +339,12 @@ def _demo_batch(lines: int = 200) -> bool:
                 file.write(json.dumps({"id": f"q{i}", "prompt": f"Classify ticket {i}"}) + "\n")
         print("   $ python -m failover batch in.jsonl out.jsonl --max-cost 0.0006")
         resumed = _batch.Options(
-            input=source, output=out, config=config, concurrency=16, progress="none"
+            input=source,
+            output=out,
+            config=config,
+            concurrency=16,
+            progress="none",
+            sleeper=sleeper,
         )
         capped = dataclasses.replace(resumed, max_cost=0.0006)
         first = _batch.run(capped)
