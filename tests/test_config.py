@@ -1521,7 +1521,19 @@ def test_a_table_where_a_value_is_expected_and_the_reverse_are_refused() -> None
     message = config_refusal({"providers": {"a": "openai"}})
     assert message == "providers.a: must be a table, got str 'openai'"
     message = config_refusal({"client": [], "providers": {"a": provider}})
-    assert message == "client: must be a table, got list []"
+    assert message == "client: must be a table, got list"
+
+
+def test_providers_written_as_a_list_never_show_their_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a new-user trial: `[[providers]]` printed the list, key and all."""
+    monkeypatch.setenv("TRIAL_KEY", "sk-SECRETKEY-abcdef0123456789")
+    path = write(
+        tmp_path, '[[providers]]\ntype = "openai"\nmodel = "m"\napi_key = "${TRIAL_KEY}"\n'
+    )
+    message = config_refusal(path)
+    assert message == f"{path}, line 1, providers: must be a table, got list"
 
 
 # sleeper= and on_event=

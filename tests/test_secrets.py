@@ -421,12 +421,18 @@ def test_a_key_whose_forms_part_after_sixteen_characters_is_redacted_whole(mock_
         assert str(info.value).endswith("echo key=<redacted>"), str(info.value)
 
 
-def test_a_key_echoed_in_an_answers_finish_reason_is_redacted(mock_server):
+def test_a_key_echoed_in_an_answers_finish_reason_or_model_is_redacted(mock_server):
+    """Found by new-user trials: both reach the response, spans and batch OUT."""
     key = "sk-live-0123456789abcdefSECRET"
     answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}]}
     answer["choices"][0]["finish_reason"] = f"stop ({key})"
+    answer["model"] = f"gpt-{key}"
     mock_server.push(json=answer)
+    mock_server.push(json={"model": f"e-{key}", "data": [{"index": 0, "embedding": [0.5]}]})
     provider = failover.OpenAICompatible("m", base_url=mock_server.url, api_key=key)
-    r = failover.Client({"p": provider}).prompt("Hi")
-    assert r.finish_reason == "stop (<redacted>)"
+    client = failover.Client({"p": provider})
+    r = client.prompt("Hi")
+    assert (r.finish_reason, r.model) == ("stop (<redacted>)", "gpt-<redacted>")
     assert key not in repr(r)
+    e = client.embed("Hi")
+    assert e.model == "e-<redacted>"

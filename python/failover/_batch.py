@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from ._attempt import steps
-from ._checks import seconds
+from ._checks import number, seconds
 from ._exceptions import ConfigurationError, FailoverError
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ class Options:
     summary: str | None = None
     progress: str = "auto"
     interval: float = 10.0
+    #: The client's sleeper (not a flag: the demo's FakeSleeper).
+    sleeper: Any = None
 
 
 @dataclass
@@ -604,15 +606,15 @@ async def _work(
             task.cancel()
 
     handled = []
-    for number, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+    for signum, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(number, interrupted, name)
-            handled.append(number)
+            loop.add_signal_handler(signum, interrupted, name)
+            handled.append(signum)
     try:
         await asyncio.gather(*workers, return_exceptions=True)
     finally:
-        for number in handled:
-            loop.remove_signal_handler(number)
+        for signum in handled:
+            loop.remove_signal_handler(signum)
 
 
 def run(options: Options, out: IO[str] | None = None) -> int:
@@ -623,8 +625,8 @@ def run(options: Options, out: IO[str] | None = None) -> int:
     try:
         if options.concurrency < 1:
             raise ConfigurationError(f"--concurrency is at least 1, got {options.concurrency}")
-        if options.max_cost is not None and not options.max_cost >= 0:
-            raise ConfigurationError(f"--max-cost is a cost in USD, got {options.max_cost}")
+        if options.max_cost is not None:
+            number("--max-cost", options.max_cost, low=0.0, high=sys.float_info.max)
         if options.limit is not None and options.limit < 1:
             raise ConfigurationError(f"--limit is at least 1, got {options.limit}")
         if options.deadline is not None:
@@ -653,7 +655,7 @@ def run(options: Options, out: IO[str] | None = None) -> int:
             config = "failover.toml"
         lines = read_input(options.input, options.limit)
         done = read_done(options.output, options.retry_failed)
-        client = Client.from_config(config)
+        client = Client.from_config(config, sleeper=options.sleeper)
     except ConfigurationError as error:
         print(f"failover batch: {error}", file=sys.stderr)
         return USAGE

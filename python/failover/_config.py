@@ -263,8 +263,10 @@ def _expand(value: Any, path: tuple[str, ...], source: _Source) -> Any:
 
 def _table(value: object, path: tuple[str, ...], source: _Source) -> dict[str, Any]:
     if not isinstance(value, Mapping):
+        # A list is not shown: it may hold a table's keys (`[[providers]]`).
+        shown = "" if isinstance(value, list) else f" {value!r}"
         raise ConfigurationError(
-            f"{source.where(path)}: must be a table, got {type(value).__name__} {value!r}"
+            f"{source.where(path)}: must be a table, got {type(value).__name__}{shown}"
         )
     for key in value:
         if not isinstance(key, str):
@@ -310,11 +312,9 @@ def _make(
     try:
         return cls(**options)
     except (ConfigurationError, TypeError) as error:
+        # (A key pasted into another value and echoed there is redacted by
+        # build(), from every error.)
         message = str(error)
-        key = options.get("api_key")
-        if isinstance(key, str) and len(key) >= 8:
-            # A key pasted where another value goes (a URL) is echoed there.
-            message = message.replace(key, "<redacted>")
         named = _named_key(message, options)
         where = path if named is None else (*path, named)
         raise ConfigurationError(f"{source.where(where)}: {message}") from None

@@ -334,13 +334,14 @@ impl<C: Clock, E> StreamDriver<C, E> {
         let provider_data = live.stream.provider_data();
         let headers = live.stream.headers().clone();
         let request_id = live.stream.request_id.clone();
-        let finish_reason = live.stream.finish_reason();
+        let finish_reason = live.stream.told(live.stream.acc.finish_reason.clone());
+        let model = live.stream.told(live.stream.acc.model.clone());
         let acc = live.stream.acc;
         let chat = ChatResponse {
             text: acc.text,
             tool_calls: acc.tool_calls,
             provider_data,
-            model: acc.model,
+            model,
             finish_reason,
             usage: acc.usage,
             request_id,

@@ -33,10 +33,11 @@ pub fn parse_response(
         let message = format!("{}: {why}", provider.name);
         return Err(answered_failure(sent, answer, message));
     }
-    // (What it says of how it ended reaches the response, spans and OUT.)
+    // (What it says of itself reaches the response, spans and OUT.)
     chat.finish_reason = chat
         .finish_reason
         .map(|reason| redact_owned(reason, &sent.secrets));
+    chat.model = chat.model.map(|model| redact_owned(model, &sent.secrets));
     chat.request_id = answer.request_id;
     chat.status = answer.response.status;
     chat.headers = answer.response.headers;
@@ -72,9 +73,10 @@ pub fn parse_embed_response(
         });
     match parsed {
         Ok(mut embed) => {
-            if embed.model.is_none() {
-                embed.model = Some(embedding_model(provider, request).to_string());
-            }
+            embed.model = match embed.model {
+                Some(model) => Some(redact_owned(model, &sent.secrets)),
+                None => Some(embedding_model(provider, request).to_string()),
+            };
             embed.request_id = answer.request_id;
             embed.status = answer.response.status;
             embed.headers = answer.response.headers;

@@ -123,9 +123,10 @@ pub fn parse_media_response(
     });
     match checked {
         Ok(mut media) => {
-            if media.model.is_none() {
-                media.model = Some(media_model(provider, request).to_string());
-            }
+            media.model = match media.model {
+                Some(model) => Some(redact_owned(model, &sent.secrets)),
+                None => Some(media_model(provider, request).to_string()),
+            };
             media.request_id = answer.request_id;
             media.status = answer.response.status;
             media.headers = answer.response.headers;

@@ -439,13 +439,11 @@ impl LiveStream {
         self.failed = Some(failure);
     }
 
-    /// How the answer ended, as the provider said it, with any secret the
-    /// request carried removed (it reaches the response, spans and OUT).
-    pub fn finish_reason(&self) -> Option<String> {
-        self.acc
-            .finish_reason
-            .as_deref()
-            .map(|reason| redact(reason, &self.secrets))
+    /// What the stream said of itself (its finish reason, its model), with
+    /// any secret the request carried removed: it reaches the response,
+    /// spans and OUT.
+    pub fn told(&self, said: Option<String>) -> Option<String> {
+        said.map(|text| redact_owned(text, &self.secrets))
     }
 
     /// The response headers.
